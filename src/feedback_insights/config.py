@@ -1,0 +1,148 @@
+"""Configuration: one TOML file, typed; secrets come from environment variables.
+
+Where it is read from: ``--config PATH``, else ``$FEEDBACK_INSIGHTS_CONFIG``, else
+``./feedback-insights.toml`` when present, else the embedded default (the packaged sample data
+into ``./feedback.duckdb``). Relative paths in a file are relative to that file.
+
+A wrong key or value is a :class:`ConfigError` whose message names the key path, e.g.
+``feedback-insights.toml: sources.1.path: field required``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .dialects import CHOICES, DEFAULT_MAX_BYTES
+from .resources import sample_dir
+
+ENV_CONFIG = "FEEDBACK_INSIGHTS_CONFIG"
+DEFAULT_FILE = "feedback-insights.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the file and key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WarehouseConfig(_Strict):
+    path: Path = Path("feedback.duckdb")
+
+
+class IngestConfig(_Strict):
+    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=DEFAULT_MAX_BYTES, description="body limit; AFP allows only larger")
+    batch_size: int = Field(10_000, ge=1, le=1_000_000)
+
+
+class _SourceBase(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$", description="the collector name records carry")
+    dialect: str = "auto"
+    service: str | None = Field(None, description="service for dialects that do not name one")
+
+    @field_validator("dialect")
+    @classmethod
+    def _known_dialect(cls, value: str) -> str:
+        if value not in CHOICES:
+            raise ValueError(f"must be one of: {', '.join(CHOICES)}")
+        return value
+
+
+class FileDropConfig(_SourceBase):
+    """A folder (or one file) of JSON Lines, JSON arrays and Parquet files."""
+
+    kind: Literal["files"]
+    path: Path
+    patterns: list[str] = ["*.jsonl", "*.ndjson", "*.json", "*.parquet"]
+
+
+class SqlTableConfig(_SourceBase):
+    """In-session ``agent_feedback`` rows in a SQLite or DuckDB file."""
+
+    kind: Literal["sql"]
+    path: Path
+    table: str = Field("agent_feedback", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    dialect: str = "session"
+
+
+SourceConfig = Annotated[FileDropConfig | SqlTableConfig, Field(discriminator="kind")]
+
+
+class Config(_Strict):
+    warehouse: WarehouseConfig = WarehouseConfig()
+    ingest: IngestConfig = IngestConfig()
+    sources: list[SourceConfig] = []
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: list[SourceConfig]) -> list[SourceConfig]:
+        names = [s.name for s in sources]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(duplicates)}")
+        return sources
+
+
+def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
+    """The sample data shipped with the project, into a local DuckDB file."""
+    sample = sample_dir()
+    return Config(
+        warehouse=WarehouseConfig(path=warehouse),
+        sources=[
+            FileDropConfig(
+                kind="files",
+                name="sample",
+                path=sample,
+                patterns=["afp_*.jsonl", "afs.jsonl", "sep2369.jsonl", "rfc026.json"],
+            ),
+            SqlTableConfig(kind="sql", name="sample-session", path=sample / "session.sqlite", service="pags-console"),
+        ],
+    )
+
+
+def _format(error: ValidationError, origin: str) -> str:
+    first = error.errors()[0]
+    path = ".".join(str(p) for p in first["loc"] if p not in ("files", "sql"))
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{origin}: {path}: {message[0].lower()}{message[1:]}{more}"
+
+
+def _resolve(config: Config, base: Path) -> Config:
+    """Relative paths in a file mean relative to that file."""
+    def absolute(p: Path) -> Path:
+        return p if p.is_absolute() else base / p
+
+    return config.model_copy(
+        update={
+            "warehouse": config.warehouse.model_copy(update={"path": absolute(config.warehouse.path)}),
+            "sources": [s.model_copy(update={"path": absolute(s.path)}) for s in config.sources],
+        }
+    )
+
+
+def load(path: Path | None = None) -> Config:
+    """The configuration in force (see the module docstring for where it comes from)."""
+    if path is None and os.environ.get(ENV_CONFIG):
+        path = Path(os.environ[ENV_CONFIG])
+    if path is None and Path(DEFAULT_FILE).is_file():
+        path = Path(DEFAULT_FILE)
+    if path is None:
+        return embedded_default()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format(exc, str(path))) from None
+    return _resolve(config, path.resolve().parent)

@@ -1,0 +1,131 @@
+"""Raw items in, canonical records and quarantine entries out: detect, validate, normalise.
+
+Pure functions over one batch, so the CLI's ``validate``/``normalise`` and the warehouse's
+``ingest`` share every rule. Nothing here touches storage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import dialects, jsontext
+from .dialects import DEFAULT_MAX_BYTES, Origin
+from .problems import Problem
+from .record import CanonicalRecord
+
+#: Marks an item whose text is not JSON at all.
+UNPARSED = object()
+
+
+@dataclass(slots=True)
+class RawItem:
+    """One report as a source delivered it. ``text`` is the exact text when there was one
+    (a JSONL line); ``obj`` is the parsed value, or :data:`UNPARSED` with ``parse_error`` set."""
+
+    obj: Any
+    position: str
+    text: str | None = None
+    parse_error: str | None = None
+
+    @property
+    def size(self) -> int | None:
+        return len(self.text.encode()) if self.text is not None else None
+
+    def raw_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        return jsontext.dumps(self.obj).decode()
+
+
+@dataclass(slots=True)
+class Checked:
+    """The verdict on one raw item: its dialect (CLI name) and its problems."""
+
+    item: RawItem
+    dialect: str | None
+    module: str | None
+    problems: list[Problem]
+
+
+@dataclass(slots=True)
+class Quarantined:
+    collector: str
+    source_uri: str
+    position: str
+    raw: str
+    dialect: str | None
+    problems: list[Problem]
+
+    @property
+    def id(self) -> str:
+        return "q_" + hashlib.sha256(f"{self.collector}\0{self.raw}".encode()).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class Processed:
+    records: list[CanonicalRecord] = field(default_factory=list)
+    content_hashes: list[str] = field(default_factory=list)
+    #: The exact text each record arrived as, when the source had one: stored as ``original``.
+    raw_texts: list[str | None] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+
+
+def cli_name(module: str) -> str:
+    """``sep2369`` travels under ``--dialect afs``; the others are their own names."""
+    return "afs" if module == "sep2369" else module
+
+
+def check(item: RawItem, choice: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Checked:
+    if item.obj is UNPARSED:
+        return Checked(item, None, None, [Problem("", item.parse_error or "not valid JSON")])
+    module = dialects.detect(item.obj, choice)
+    if module is None:
+        return Checked(item, None, None, dialects.undetected(item.obj))
+    problems = dialects.MODULES[module].validate(item.obj, max_bytes=max_bytes, size=item.size)
+    return Checked(item, cli_name(module), module, problems)
+
+
+def content_hash(payload: Any) -> str:
+    """Identity of what the agent wrote, independent of key order and envelope."""
+    return hashlib.sha256(jsontext.dumps(payload, sort_keys=True)).hexdigest()
+
+
+def payload(module: str, obj: Any) -> Any:
+    if module in ("afp", "afs"):
+        return obj["feedback"] if isinstance(obj.get("feedback"), dict) else obj
+    if module == "sep2369":
+        return dialects.sep2369.params(obj)
+    return obj
+
+
+def process(
+    items: Iterable[RawItem],
+    *,
+    collector: str,
+    source_uri: str,
+    received_at: str,
+    choice: str = "auto",
+    service: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Processed:
+    out = Processed()
+    seen: Counter[str] = Counter()
+    for item in items:
+        checked = check(item, choice, max_bytes)
+        if checked.problems or checked.module is None:
+            out.quarantined.append(
+                Quarantined(collector, source_uri, item.position, item.raw_text(), checked.dialect, checked.problems)
+            )
+            continue
+        digest = content_hash(payload(checked.module, item.obj))
+        origin = Origin(collector, received_at, digest, seen[digest], service)
+        seen[digest] += 1
+        records = dialects.MODULES[checked.module].normalise(item.obj, origin)
+        out.records.extend(records)
+        out.content_hashes.extend([digest] * len(records))
+        out.raw_texts.extend([item.text] * len(records))
+    return out

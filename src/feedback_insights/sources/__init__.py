@@ -1,0 +1,43 @@
+"""Where reports come from. Every source is one small class with the same contract:
+
+``batches(cursors)`` yields :class:`Batch` objects in order, starting after the position that
+``cursors`` (this collector's stored cursor keys) records. The caller stores each batch and its
+``cursor`` update in one transaction, and only then asks for the next batch: a crash between the
+two repeats a batch (which is idempotent) and never skips one.
+
+File drops, SQL tables and (later) HTTP collectors all fit this: the cursor is a per-file
+progress key, a (ts, id) position, or a collector's opaque page cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..config import FileDropConfig, SqlTableConfig
+from ..processing import RawItem
+
+
+@dataclass(slots=True)
+class Batch:
+    items: list[RawItem]
+    source_uri: str
+    cursor: dict[str, str] = field(default_factory=dict)
+
+
+class Source(Protocol):
+    name: str
+    dialect: str
+    service: str | None
+
+    def batches(self, cursors: dict[str, str]) -> Iterator[Batch]: ...
+
+
+def open_source(config: FileDropConfig | SqlTableConfig, batch_size: int = 10_000) -> Source:
+    from .files import FileDrop
+    from .sql_table import SqlTable
+
+    if isinstance(config, FileDropConfig):
+        return FileDrop(config, batch_size)
+    return SqlTable(config, batch_size)

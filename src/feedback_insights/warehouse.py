@@ -1,0 +1,258 @@
+"""The DuckDB warehouse: the one place state lives.
+
+Schema changes are numbered SQL files in ``migrations/``, applied in order and recorded in
+``schema_migrations``. A batch (records, quarantine entries and the source cursor that covers
+them) is stored in one transaction, so a crash leaves no partial batch and the cursor unmoved.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import polars as pl
+
+from . import jsontext
+from .processing import Processed, Quarantined
+from .record import FIELDS, JSON_FIELDS
+
+_MIGRATIONS = importlib.resources.files("feedback_insights") / "migrations"
+
+_STAGED_SCHEMA = {f: pl.String for f in FIELDS} | {"rating": pl.Int8, "content_hash": pl.String, "row": pl.Int64}
+
+# Decisions are made on a narrow projection (row number, identity, retry key) and joined back
+# to the wide staged rows by row number: sorting whole records is what makes this slow.
+_INSERT_RECORDS = """
+INSERT INTO records
+WITH keys AS (
+    SELECT row, collector, id, service, session_id, content_hash,
+           CAST(received_at AS TIMESTAMPTZ) AS received_ts
+    FROM staged
+), fresh AS (
+    SELECT k.* FROM keys k
+    ANTI JOIN records r ON r.collector = k.collector AND r.id = k.id
+    QUALIFY row_number() OVER (PARTITION BY k.collector, k.id ORDER BY k.row) = 1
+), earlier AS (
+    SELECT r.service, r.session_id, r.content_hash, arg_min(r.id, r.received_at) AS first_id
+    FROM records r
+    SEMI JOIN fresh f ON f.session_id = r.session_id AND f.content_hash = r.content_hash
+    WHERE r.duplicate_of IS NULL
+    GROUP BY ALL
+), decided AS (
+    SELECT f.row, f.received_ts,
+        CASE WHEN f.session_id IS NULL THEN NULL
+             ELSE coalesce(e.first_id, CASE WHEN row_number() OVER retry > 1 THEN first_value(f.id) OVER retry END)
+        END AS duplicate_of
+    FROM fresh f
+    LEFT JOIN earlier e
+        ON e.service IS NOT DISTINCT FROM f.service
+       AND e.session_id = f.session_id
+       AND e.content_hash = f.content_hash
+    WINDOW retry AS (PARTITION BY f.service, f.session_id, f.content_hash ORDER BY f.received_ts, f.id)
+)
+SELECT
+    s.collector, s.id, s.dialect, s.service, s.account, d.received_ts, s.source, s.lane,
+    s.category, s.outcome, s.severity, s.summary, s.goal, s.detail, s.tool, s.method,
+    s.expected, s.actual, s.suggestion, s.workaround, s.rating, s.request_id, s.session_id,
+    s.trace_id, s.message_id, s.agent, s.evidence, s.context, s.metadata, s.original,
+    s.content_hash, d.duplicate_of, $source_uri, $run_id, $now
+FROM decided d JOIN staged s ON s.row = d.row
+RETURNING duplicate_of
+"""
+
+_UPSERT_QUARANTINE = """
+INSERT INTO quarantine (id, collector, source_uri, position, dialect, raw, problems,
+                        first_seen, last_seen, run_id)
+SELECT id, collector, source_uri, position, dialect, raw, CAST(problems AS JSON), $now, $now, $run_id
+FROM staged_quarantine
+ON CONFLICT (id) DO UPDATE SET
+    problems = excluded.problems, last_seen = excluded.last_seen, run_id = excluded.run_id,
+    position = excluded.position, source_uri = excluded.source_uri
+"""
+
+
+@dataclass(slots=True)
+class BatchCounts:
+    new: int = 0
+    already: int = 0
+    retries: int = 0
+    quarantined: int = 0
+
+    def add(self, other: BatchCounts) -> None:
+        self.new += other.new
+        self.already += other.already
+        self.retries += other.retries
+        self.quarantined += other.quarantined
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else jsontext.dumps(value).decode()
+
+
+def records_frame(processed: Processed) -> pl.DataFrame:
+    """The batch as columns, nested fields as JSON text."""
+    records = processed.records
+    columns: dict[str, list[Any]] = {}
+    for name in FIELDS:
+        if name == "original":
+            columns[name] = [
+                text if text is not None else _json(r["original"])
+                for r, text in zip(records, processed.raw_texts, strict=True)
+            ]
+        elif name in JSON_FIELDS:
+            columns[name] = [_json(r[name]) for r in records]  # type: ignore[literal-required]
+        else:
+            columns[name] = [r[name] for r in records]  # type: ignore[literal-required]
+    columns["content_hash"] = processed.content_hashes
+    columns["row"] = list(range(len(records)))
+    return pl.DataFrame(columns, schema=_STAGED_SCHEMA)
+
+
+def quarantine_frame(entries: list[Quarantined]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "id": [q.id for q in entries],
+            "collector": [q.collector for q in entries],
+            "source_uri": [q.source_uri for q in entries],
+            "position": [q.position for q in entries],
+            "dialect": [q.dialect for q in entries],
+            "raw": [q.raw for q in entries],
+            "problems": [_json([p.as_dict() for p in q.problems]) for q in entries],
+        },
+        schema={k: pl.String for k in ("id", "collector", "source_uri", "position", "dialect", "raw", "problems")},
+    )
+
+
+class Warehouse:
+    """A connection to the warehouse file, migrated on open."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(path))
+        migrate(self.con)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def start_run(self) -> int:
+        row = self.con.execute(
+            "INSERT INTO ingest_runs (started_at, status) VALUES (?, 'running') RETURNING id", [now_utc()]
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def finish_run(self, run_id: int, counts: BatchCounts, error: str | None = None) -> None:
+        self.con.execute(
+            """UPDATE ingest_runs SET finished_at = ?, status = ?, new = ?, already = ?, retries = ?,
+               quarantined = ?, error = ? WHERE id = ?""",
+            [now_utc(), "failed" if error else "ok", counts.new, counts.already, counts.retries,
+             counts.quarantined, error, run_id],
+        )
+
+    # -- cursors ----------------------------------------------------------------------------
+
+    def cursors(self, collector: str) -> dict[str, str]:
+        rows = self.con.execute("SELECT key, value FROM source_cursors WHERE collector = ?", [collector]).fetchall()
+        return dict(rows)
+
+    # -- storing ----------------------------------------------------------------------------
+
+    def store_batch(
+        self,
+        processed: Processed,
+        *,
+        collector: str,
+        source_uri: str,
+        run_id: int,
+        cursor: dict[str, str] | None = None,
+    ) -> BatchCounts:
+        """Store a batch and move the cursor, all or nothing."""
+        now = now_utc()
+        counts = BatchCounts(quarantined=len(processed.quarantined))
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if processed.records:
+                con.register("staged", records_frame(processed))
+                stored = con.execute(
+                    _INSERT_RECORDS, {"source_uri": source_uri, "run_id": run_id, "now": now}
+                ).fetchall()
+                con.unregister("staged")
+                counts.new = len(stored)
+                counts.already = len(processed.records) - counts.new
+                counts.retries = sum(1 for (duplicate_of,) in stored if duplicate_of is not None)
+            if processed.quarantined:
+                con.register("staged_quarantine", quarantine_frame(processed.quarantined))
+                con.execute(_UPSERT_QUARANTINE, {"now": now, "run_id": run_id})
+                con.unregister("staged_quarantine")
+            for key, value in (cursor or {}).items():
+                con.execute(
+                    """INSERT INTO source_cursors VALUES (?, ?, ?, ?)
+                       ON CONFLICT (collector, key) DO UPDATE SET value = excluded.value,
+                       updated_at = excluded.updated_at""",
+                    [collector, key, value, now],
+                )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return counts
+
+    # -- quarantine -------------------------------------------------------------------------
+
+    def quarantine(self, include_replayed: bool = False) -> pl.DataFrame:
+        where = "" if include_replayed else "WHERE status = 'open'"
+        return self.con.sql(
+            f"""SELECT id, collector, source_uri, position, dialect, status, problems, raw,
+                       first_seen, last_seen FROM quarantine {where} ORDER BY first_seen, source_uri, id"""
+        ).pl()
+
+    def mark_replayed(self, entry_id: str, record_ids: list[str]) -> None:
+        self.con.execute(
+            "UPDATE quarantine SET status = 'replayed', replayed_at = ?, record_ids = ? WHERE id = ?",
+            [now_utc(), orjson.dumps(record_ids).decode(), entry_id],
+        )
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply the migrations this file has not seen yet; returns their names."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)"
+    )
+    done = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    applied = []
+    for script in sorted(_MIGRATIONS.iterdir(), key=lambda p: p.name):
+        if not script.name.endswith(".sql"):
+            continue
+        version = int(script.name.split("_", 1)[0])
+        if version in done:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(script.read_text(encoding="utf-8"))
+            con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, script.name, now_utc()])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        applied.append(script.name)
+    return applied

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CONFORMANCE = SHARED / "spec" / "afp" / "spec" / "conformance"
+SAMPLE = REPO / "data" / "sample"
+
+
+def write_jsonl(path: Path, objects: list[object]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in objects))
+    return path
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real command, in a child process, as a user would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "feedback_insights", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def afp_record() -> dict:
+    return {
+        "id": "fb_01JAX3ZK7Q8W2M4N6P9R",
+        "received_at": "2026-09-28T10:04:11Z",
+        "service": "acme-companies-api",
+        "account": "acct_7f3a",
+        "source": "http",
+        "feedback": {
+            "type": "missing_capability",
+            "goal": "Find companies currently hiring GTM engineers",
+            "endpoint": "/companies/search",
+            "method": "GET",
+            "message": "No hiring-role filter is available",
+            "outcome": "blocked",
+            "workaround": False,
+            "suggestion": "Add a hiring_role query parameter",
+            "session_id": "sess_42",
+            "request_id": "req_8f2c1a",
+        },
+    }

@@ -1,0 +1,64 @@
+"""Configuration: typed, relative to its file, and every mistake named by its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from feedback_insights.config import ConfigError, FileDropConfig, SqlTableConfig, embedded_default, load
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "feedback-insights.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[warehouse]\npaht = "x"\n', "warehouse.paht: extra inputs are not permitted"),
+        ("[[sources]]\nname = \"a\"\nkind = \"files\"\n", "sources.0.path: field required"),
+        ('[[sources]]\nname = "a"\nkind = "ftp"\npath = "x"\n', "sources.0: input tag 'ftp' found using 'kind' does not match"),
+        ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\ndialect = "xml"\n', "sources.0.dialect: must be one of: auto, afp"),
+        ("[ingest]\nmax_bytes = 1000\n", "ingest.max_bytes: input should be greater than or equal to 16384"),
+        ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\n[[sources]]\nname = "a"\nkind = "sql"\npath = "y"\n',
+         "sources: source names must be unique; repeated: a"),
+        ("[warehouse\n", "not valid TOML"),
+    ],
+)
+def test_errors_name_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert str(error.value).startswith(f"{path}: ")
+    assert message in str(error.value)
+
+
+def test_relative_paths_are_relative_to_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, '[warehouse]\npath = "w/f.duckdb"\n[[sources]]\nname = "s"\nkind = "sql"\npath = "app.sqlite"\n')
+    config = load(path)
+    assert config.warehouse.path == tmp_path / "w" / "f.duckdb"
+    (source,) = config.sources
+    assert isinstance(source, SqlTableConfig)
+    assert (source.path, source.table, source.dialect) == (tmp_path / "app.sqlite", "agent_feedback", "session")
+
+
+def test_the_environment_variable_points_at_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, '[warehouse]\npath = "env.duckdb"\n')
+    monkeypatch.setenv("FEEDBACK_INSIGHTS_CONFIG", str(path))
+    assert load().warehouse.path == tmp_path / "env.duckdb"
+    monkeypatch.setenv("FEEDBACK_INSIGHTS_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load()
+
+
+def test_the_embedded_default_reads_the_packaged_sample(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("FEEDBACK_INSIGHTS_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    config = load()
+    assert config == embedded_default()
+    files, table = config.sources
+    assert isinstance(files, FileDropConfig) and files.path.name == "sample"
+    assert isinstance(table, SqlTableConfig) and table.path.name == "session.sqlite"
