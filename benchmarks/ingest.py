@@ -28,7 +28,7 @@ from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
 
 TYPES = ["missing_capability", "bug", "unclear_documentation", "unexpected_response", "unhelpful_error", "performance", "other"]
-WORDS = "search filter export page cursor webhook token field schema timeout retry company job contact".split()
+WORDS = ["search", "filter", "export", "page", "cursor", "webhook", "token", "field", "schema", "timeout", "retry", "company", "job", "contact"]
 
 
 def sentence(rng: random.Random, n: int) -> str:

@@ -22,6 +22,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     """The real command, in a child process, as a user would run it."""
     return subprocess.run(
         [sys.executable, "-m", "feedback_insights", *args],
+        check=False,
         capture_output=True,
         text=True,
         cwd=cwd,

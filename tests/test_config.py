@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from feedback_insights.config import ConfigError, FileDropConfig, SqlTableConfig, embedded_default, load
+from feedback_insights.config import (
+    ConfigError,
+    FileDropConfig,
+    SqlTableConfig,
+    embedded_default,
+    load,
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,7 +11,13 @@ import orjson
 import polars as pl
 import pytest
 
-from feedback_insights.config import Config, FileDropConfig, IngestConfig, SqlTableConfig, WarehouseConfig
+from feedback_insights.config import (
+    Config,
+    FileDropConfig,
+    IngestConfig,
+    SqlTableConfig,
+    WarehouseConfig,
+)
 from feedback_insights.ingest import ingest
 from feedback_insights.processing import Processed, process
 from feedback_insights.readers import read_items
@@ -237,3 +243,43 @@ def test_empty_processed_batch_only_moves_the_cursor(tmp_path: Path) -> None:
         counts = wh.store_batch(Processed(), collector="c", source_uri="u", run_id=wh.start_run(), cursor={"k": "v"})
         assert (counts.new, counts.quarantined) == (0, 0)
         assert wh.cursors("c") == {"k": "v"}
+
+
+def test_identical_copies_are_counted_across_batches_of_one_file(tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    copy = submission(1, session_id="s1")
+    write_jsonl(drop / "a.jsonl", [copy, submission(2), copy, copy])
+    config = files_config(tmp_path, drop, batch_size=1)
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        assert (summary.counts.new, summary.counts.retries) == (4, 2)
+        ids = [i for (i,) in rows(wh, "SELECT id FROM records WHERE content_hash = (SELECT content_hash FROM records WHERE id LIKE '%-2')")]
+        base = min(ids, key=len)
+        assert sorted(ids) == sorted([base, f"{base}-1", f"{base}-2"])
+
+
+def test_worker_processes_store_exactly_what_in_process_ingestion_stores(tmp_path: Path) -> None:
+    """Large batches go to worker processes; the warehouse must not be able to tell."""
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    lines: list[Any] = [record(i, f"s{i % 50}") for i in range(2_400)]
+    lines += [record(i, f"s{i % 50}", second=1) for i in range(0, 2_400, 7)]  # retries
+    lines += [submission(i % 5, session_id="dup") for i in range(20)] + ["junk", {"type": "nope"}]
+    write_jsonl(drop / "big.jsonl", lines)
+    results = []
+    for workers in (0, 2):
+        config = Config(
+            warehouse=WarehouseConfig(path=tmp_path / f"w{workers}.duckdb"),
+            ingest=IngestConfig(batch_size=2_000, workers=workers),
+            sources=[FileDropConfig(kind="files", name="drop", path=drop)],
+        )
+        with Warehouse(config.warehouse.path) as wh:
+            summary = ingest(config, wh)
+            table = rows(wh, "SELECT id, duplicate_of, content_hash, original FROM records ORDER BY id")
+            quarantined = rows(wh, "SELECT id, position, problems FROM quarantine ORDER BY id")
+        results.append((summary.counts, table, quarantined))
+    (serial_counts, serial_rows, serial_q), (pool_counts, pool_rows, pool_q) = results
+    assert serial_counts == pool_counts
+    assert serial_counts.new == len(lines) - 2 and serial_counts.retries > 300
+    assert serial_rows == pool_rows and serial_q == pool_q

@@ -129,7 +129,7 @@ def normalise(
         raise typer.Exit(1)
 
 
-def _ingest_with_progress(config) -> None:  # noqa: ANN001
+def _ingest_with_progress(config) -> None:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
     from .ingest import ingest
@@ -223,7 +223,7 @@ def main() -> None:
     """Console entry point: typer reports usage errors itself; ours become one line."""
     try:
         app()
-    except Exception as exc:  # noqa: BLE001 - the one place every failure becomes a message
+    except Exception as exc:
         if "--debug" in sys.argv[1:]:
             raise
         from .config import ConfigError

@@ -39,6 +39,9 @@ class WarehouseConfig(_Strict):
 class IngestConfig(_Strict):
     max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=DEFAULT_MAX_BYTES, description="body limit; AFP allows only larger")
     batch_size: int = Field(10_000, ge=1, le=1_000_000)
+    workers: int | None = Field(
+        None, ge=0, le=64, description="worker processes for large batches; 0 = none; default: one per core"
+    )
 
 
 class _SourceBase(_Strict):

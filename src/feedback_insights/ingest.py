@@ -1,18 +1,32 @@
-"""Pull every configured source into the warehouse, batch by batch."""
+"""Pull every configured source into the warehouse, batch by batch.
+
+Batches are processed (parse → detect → validate → normalise → stage as Arrow) in worker
+processes when they are large, so both cores work; this process keeps reading and stores the
+finished batches strictly in source order, each with its cursor, one transaction each.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+import gc
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from .config import Config
-from .processing import process
-from .sources import Source, open_source
+from .sources import Batch, Source, open_source
+from .staging import StagedBatch, prepare
 from .warehouse import BatchCounts, Warehouse, now_utc
 
 #: Told about each stored batch: (source name, items in it).
 OnBatch = Callable[[str, int], None]
+
+#: Below this many items a batch is processed in this process: a worker would cost more.
+POOL_THRESHOLD = 2_000
 
 
 @dataclass(slots=True)
@@ -27,20 +41,52 @@ class IngestSummary:
         return text + (f" · {len(self.errors)} source(s) failed" if self.errors else "")
 
 
+class Stager:
+    """Runs :func:`~feedback_insights.staging.prepare` inline, or in a pool of worker
+    processes started on the first batch big enough to be worth it."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def depth(self) -> int:
+        """Batches to keep in flight so that no worker waits for this process."""
+        return 2 * self.workers if self._pool else 0
+
+    def submit(self, items: list[Any], options: dict[str, Any]) -> Future[StagedBatch]:
+        if self.workers and len(items) >= POOL_THRESHOLD:
+            if self._pool is None:
+                # forkserver: a fork of this process would copy DuckDB's threads and locks.
+                context = multiprocessing.get_context("forkserver")
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=gc.disable)
+            return self._pool.submit(prepare, items, **options)
+        done: Future[StagedBatch] = Future()
+        done.set_result(prepare(items, **options))
+        return done
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+
 def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None) -> IngestSummary:
     """Ingest every source; a failing source is reported and does not stop the others."""
     run_id = warehouse.start_run()
     summary = IngestSummary(run_id, BatchCounts())
-    # One writer thread stores batch N (DuckDB works without the GIL) while this thread reads
-    # and validates batch N+1. Batches still commit one at a time, in order.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-writer") as writer:
-        for source_config in config.sources:
-            source = open_source(source_config, config.ingest.batch_size)
-            try:
-                _ingest_source(source, config, warehouse, writer, run_id, summary, on_batch)
-            except (OSError, ValueError) as exc:
-                summary.errors.append(f"{source.name}: {exc}")
+    stager = Stager(config.ingest.workers if config.ingest.workers is not None else os.cpu_count() or 1)
+    try:
+        with _gc_paused():
+            for source_config in config.sources:
+                source = open_source(source_config, config.ingest.batch_size)
+                try:
+                    _ingest_source(source, config, warehouse, stager, run_id, summary, on_batch)
+                except (OSError, ValueError) as exc:
+                    summary.errors.append(f"{source.name}: {exc}")
+    finally:
+        stager.close()
     warehouse.finish_run(run_id, summary.counts, "; ".join(summary.errors) or None)
+    warehouse.checkpoint()
     return summary
 
 
@@ -48,35 +94,46 @@ def _ingest_source(
     source: Source,
     config: Config,
     warehouse: Warehouse,
-    writer: ThreadPoolExecutor,
+    stager: Stager,
     run_id: int,
     summary: IngestSummary,
     on_batch: OnBatch | None,
 ) -> None:
-    pending: Future[BatchCounts] | None = None
+    in_flight: deque[tuple[Future[StagedBatch], Batch]] = deque()
+
+    def store_oldest() -> None:
+        future, batch = in_flight.popleft()
+        counts = warehouse.store_batch(
+            future.result(), collector=source.name, source_uri=batch.source_uri, run_id=run_id, cursor=batch.cursor
+        )
+        summary.counts.add(counts)
+        if on_batch:
+            on_batch(source.name, counts.new + counts.already + counts.quarantined)
+
+    for batch in source.batches(warehouse.cursors(source.name)):
+        options = {
+            "collector": source.name,
+            "source_uri": batch.source_uri,
+            "received_at": now_utc().isoformat(),
+            "choice": source.dialect,
+            "service": source.service,
+            "max_bytes": config.ingest.max_bytes,
+        }
+        in_flight.append((stager.submit(batch.items, options), Batch([], batch.source_uri, batch.cursor)))
+        while len(in_flight) > stager.depth:
+            store_oldest()
+    while in_flight:
+        store_oldest()
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsed reports are acyclic, so reference counting frees them; the cyclic collector
+    would only rescan every live batch again and again (it costs a third of ingest time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        for batch in source.batches(warehouse.cursors(source.name)):
-            processed = process(
-                batch.items,
-                collector=source.name,
-                source_uri=batch.source_uri,
-                received_at=now_utc().isoformat(),
-                choice=source.dialect,
-                service=source.service,
-                max_bytes=config.ingest.max_bytes,
-            )
-            if pending is not None:
-                summary.counts.add(pending.result())
-            pending = writer.submit(
-                warehouse.store_batch,
-                processed,
-                collector=source.name,
-                source_uri=batch.source_uri,
-                run_id=run_id,
-                cursor=batch.cursor,
-            )
-            if on_batch:
-                on_batch(source.name, len(batch.items))
+        yield
     finally:
-        if pending is not None:
-            summary.counts.add(pending.result())
+        if was_enabled:
+            gc.enable()

@@ -7,33 +7,62 @@ Pure functions over one batch, so the CLI's ``validate``/``normalise`` and the w
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
+
+import orjson
 
 from . import dialects, jsontext
 from .dialects import DEFAULT_MAX_BYTES, Origin
 from .problems import Problem
 from .record import CanonicalRecord
 
-#: Marks an item whose text is not JSON at all.
-UNPARSED = object()
+
+class Unparsed(Enum):
+    """Stand-ins for ``RawItem.obj`` (an enum, so they survive pickling to a worker)."""
+
+    PENDING = "pending"  # the bytes in ``data`` have not been parsed yet
+    FAILED = "failed"  # the text is not JSON; ``parse_error`` says why
+
+
+PENDING = Unparsed.PENDING
+UNPARSED = Unparsed.FAILED
 
 
 @dataclass(slots=True)
 class RawItem:
     """One report as a source delivered it. ``text`` is the exact text when there was one
-    (a JSONL line); ``obj`` is the parsed value, or :data:`UNPARSED` with ``parse_error`` set."""
+    (a JSONL line); ``obj`` is the parsed value, :data:`UNPARSED` with ``parse_error`` set,
+    or :data:`PENDING` while the line's bytes wait in ``data`` to be parsed by :meth:`parse`
+    (in whichever process does the work).
+    """
 
     obj: Any
     position: str
     text: str | None = None
     parse_error: str | None = None
+    #: Bytes as received, when known: the body-size limit is checked against it.
+    size: int | None = None
+    #: How many identical items came before this one in the same delivery (file): the n-th
+    #: copy of an id-less report is a retry, not a re-delivery, and gets its own id.
+    occurrence: int = 0
+    data: bytes | None = None
 
-    @property
-    def size(self) -> int | None:
-        return len(self.text.encode()) if self.text is not None else None
+    @classmethod
+    def line(cls, data: bytes, position: str, occurrence: int = 0) -> RawItem:
+        return cls(PENDING, position, size=len(data), occurrence=occurrence, data=data)
+
+    def parse(self) -> RawItem:
+        if self.obj is PENDING and self.data is not None:
+            self.text = self.data.decode("utf-8", errors="replace")
+            try:
+                self.obj = orjson.loads(self.data)
+            except orjson.JSONDecodeError as exc:
+                self.obj, self.parse_error = UNPARSED, f"not valid JSON: {exc}"
+            self.data = None
+        return self
 
     def raw_text(self) -> str:
         if self.text is not None:
@@ -80,6 +109,7 @@ def cli_name(module: str) -> str:
 
 
 def check(item: RawItem, choice: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Checked:
+    item.parse()
     if item.obj is UNPARSED:
         return Checked(item, None, None, [Problem("", item.parse_error or "not valid JSON")])
     module = dialects.detect(item.obj, choice)
@@ -113,7 +143,6 @@ def process(
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Processed:
     out = Processed()
-    seen: Counter[str] = Counter()
     for item in items:
         checked = check(item, choice, max_bytes)
         if checked.problems or checked.module is None:
@@ -122,8 +151,7 @@ def process(
             )
             continue
         digest = content_hash(payload(checked.module, item.obj))
-        origin = Origin(collector, received_at, digest, seen[digest], service)
-        seen[digest] += 1
+        origin = Origin(collector, received_at, digest, item.occurrence, service)
         records = dialects.MODULES[checked.module].normalise(item.obj, origin)
         out.records.extend(records)
         out.content_hashes.extend([digest] * len(records))

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import orjson
-
 from .config import Config
-from .processing import UNPARSED, RawItem, process
+from .processing import RawItem, process
 from .warehouse import BatchCounts, Warehouse, now_utc
 
 
@@ -21,14 +19,6 @@ class ReplayResult:
     replayed: list[str] = field(default_factory=list)
     still_invalid: list[str] = field(default_factory=list)
     counts: BatchCounts = field(default_factory=BatchCounts)
-
-
-def _item(raw: str, position: str) -> RawItem:
-    """The quarantined text as one item again (a broken multi-line document stays one)."""
-    try:
-        return RawItem(orjson.loads(raw), position, raw)
-    except orjson.JSONDecodeError as exc:
-        return RawItem(UNPARSED, position, raw, f"not valid JSON: {exc}")
 
 
 def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -> ReplayResult:
@@ -44,7 +34,7 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
     for entry in entries:
         service, choice = services.get(entry["collector"], (None, "auto"))
         processed = process(
-            [_item(entry["raw"], entry["position"])],
+            [RawItem.line(entry["raw"].encode(), entry["position"])],
             collector=entry["collector"],
             source_uri=entry["source_uri"],
             received_at=now_utc().isoformat(),

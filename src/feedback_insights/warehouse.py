@@ -11,19 +11,16 @@ import importlib.resources
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Self
 
 import duckdb
 import orjson
 import polars as pl
 
-from . import jsontext
-from .processing import Processed, Quarantined
-from .record import FIELDS, JSON_FIELDS
+from .processing import Processed
+from .staging import StagedBatch
 
 _MIGRATIONS = importlib.resources.files("feedback_insights") / "migrations"
-
-_STAGED_SCHEMA = {f: pl.String for f in FIELDS} | {"rating": pl.Int8, "content_hash": pl.String, "row": pl.Int64}
 
 # Decisions are made on a narrow projection (row number, identity, retry key) and joined back
 # to the wide staged rows by row number: sorting whole records is what makes this slow.
@@ -94,44 +91,6 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else jsontext.dumps(value).decode()
-
-
-def records_frame(processed: Processed) -> pl.DataFrame:
-    """The batch as columns, nested fields as JSON text."""
-    records = processed.records
-    columns: dict[str, list[Any]] = {}
-    for name in FIELDS:
-        if name == "original":
-            columns[name] = [
-                text if text is not None else _json(r["original"])
-                for r, text in zip(records, processed.raw_texts, strict=True)
-            ]
-        elif name in JSON_FIELDS:
-            columns[name] = [_json(r[name]) for r in records]  # type: ignore[literal-required]
-        else:
-            columns[name] = [r[name] for r in records]  # type: ignore[literal-required]
-    columns["content_hash"] = processed.content_hashes
-    columns["row"] = list(range(len(records)))
-    return pl.DataFrame(columns, schema=_STAGED_SCHEMA)
-
-
-def quarantine_frame(entries: list[Quarantined]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "id": [q.id for q in entries],
-            "collector": [q.collector for q in entries],
-            "source_uri": [q.source_uri for q in entries],
-            "position": [q.position for q in entries],
-            "dialect": [q.dialect for q in entries],
-            "raw": [q.raw for q in entries],
-            "problems": [_json([p.as_dict() for p in q.problems]) for q in entries],
-        },
-        schema={k: pl.String for k in ("id", "collector", "source_uri", "position", "dialect", "raw", "problems")},
-    )
-
-
 class Warehouse:
     """A connection to the warehouse file, migrated on open."""
 
@@ -140,16 +99,23 @@ class Warehouse:
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(path))
+        # DuckDB checkpoints (compresses and rewrites) every 16 MB of WAL by default, which
+        # during a bulk ingest means many small rewrites. The WAL is durable on its own, so
+        # checkpoint once per run instead (see :meth:`checkpoint`).
+        self.con.execute("SET checkpoint_threshold = '1GB'")
         migrate(self.con)
 
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> Warehouse:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def checkpoint(self) -> None:
+        self.con.execute("CHECKPOINT")
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -178,7 +144,7 @@ class Warehouse:
 
     def store_batch(
         self,
-        processed: Processed,
+        batch: Processed | StagedBatch,
         *,
         collector: str,
         source_uri: str,
@@ -186,22 +152,23 @@ class Warehouse:
         cursor: dict[str, str] | None = None,
     ) -> BatchCounts:
         """Store a batch and move the cursor, all or nothing."""
+        staged = batch if isinstance(batch, StagedBatch) else StagedBatch.of(batch)
         now = now_utc()
-        counts = BatchCounts(quarantined=len(processed.quarantined))
+        counts = BatchCounts(quarantined=staged.quarantine.num_rows if staged.quarantine is not None else 0)
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            if processed.records:
-                con.register("staged", records_frame(processed))
+            if staged.records is not None:
+                con.register("staged", staged.records)
                 stored = con.execute(
                     _INSERT_RECORDS, {"source_uri": source_uri, "run_id": run_id, "now": now}
                 ).fetchall()
                 con.unregister("staged")
                 counts.new = len(stored)
-                counts.already = len(processed.records) - counts.new
+                counts.already = staged.records.num_rows - counts.new
                 counts.retries = sum(1 for (duplicate_of,) in stored if duplicate_of is not None)
-            if processed.quarantined:
-                con.register("staged_quarantine", quarantine_frame(processed.quarantined))
+            if staged.quarantine is not None:
+                con.register("staged_quarantine", staged.quarantine)
                 con.execute(_UPSERT_QUARANTINE, {"now": now, "run_id": run_id})
                 con.unregister("staged_quarantine")
             for key, value in (cursor or {}).items():

@@ -14,7 +14,7 @@ class Origin:
 
     ``service`` is the configured default for dialects that do not name one; ``digest`` is the
     content hash of the report and ``occurrence`` how many identical copies came before it in
-    the same delivery, from which :attr:`fallback_id` is made.
+    the same delivery (see ``RawItem.occurrence``), from which :attr:`fallback_id` is made.
     """
 
     collector: str
