@@ -23,12 +23,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from feedback_insights.config import Config, FileDropConfig, IngestConfig, WarehouseConfig
+from feedback_insights.config import (
+    Config,
+    FileDropConfig,
+    IngestConfig,
+    PrivacyConfig,
+    WarehouseConfig,
+)
 from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
 
 TYPES = ["missing_capability", "bug", "unclear_documentation", "unexpected_response", "unhelpful_error", "performance", "other"]
 WORDS = ["search", "filter", "export", "page", "cursor", "webhook", "token", "field", "schema", "timeout", "retry", "company", "job", "contact"]
+
+PRIVACY = PrivacyConfig(hmac_key="benchmark-key")
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -104,6 +112,8 @@ def main(n: int) -> None:
         loads_s = time.perf_counter() - start
 
         config = Config(
+
+            privacy=PRIVACY,
             warehouse=WarehouseConfig(path=Path(tmp) / "bench.duckdb"),
             ingest=IngestConfig(batch_size=10_000),
             sources=[FileDropConfig(kind="files", name="bench", path=data)],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import duckdb
@@ -77,7 +78,13 @@ def test_run_on_a_config_and_quarantine_replay_after_a_fix(tmp_path: Path) -> No
                                    {"type": "bug", "goal": "g", "message": "big", "metadata": {"x": "y" * 20_000}}])
     config = tmp_path / "feedback-insights.toml"
     config.write_text(f'[warehouse]\npath = "wh.duckdb"\n\n[[sources]]\nname = "drop"\nkind = "files"\npath = "{drop}"\n')
+    # Outside the embedded default, accounts need a real pseudonymisation key.
     result = run_cli("run", "--config", str(config))
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: privacy.hmac_key: no key to pseudonymise accounts with")
+
+    env = {**os.environ, "FEEDBACK_INSIGHTS_HMAC_KEY": "a-long-random-test-key"}
+    result = run_cli("run", "--config", str(config), env=env)
     assert result.returncode == 0, result.stderr
     assert "new 1" in result.stdout and "quarantined 1" in result.stdout
 
@@ -86,10 +93,10 @@ def test_run_on_a_config_and_quarantine_replay_after_a_fix(tmp_path: Path) -> No
     assert entry["problems"][0]["message"].endswith("the limit is 16384 bytes")
 
     # Still invalid under the same limit...
-    assert "still invalid 1" in run_cli("quarantine", "replay", "--config", str(config)).stdout
+    assert "still invalid 1" in run_cli("quarantine", "replay", "--config", str(config), env=env).stdout
     # ...and stored once the operator raises it.
     config.write_text(config.read_text().replace('path = "wh.duckdb"\n', 'path = "wh.duckdb"\n\n[ingest]\nmax_bytes = 65536\n'))
-    replayed = run_cli("quarantine", "replay", entry["id"], "--config", str(config))
+    replayed = run_cli("quarantine", "replay", entry["id"], "--config", str(config), env=env)
     assert "replayed 1" in replayed.stdout and "records stored 1" in replayed.stdout
     with duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM records").fetchone() == (2,)

@@ -129,6 +129,36 @@ def normalise(
         raise typer.Exit(1)
 
 
+@app.command()
+def scrub(
+    input: Annotated[Path, typer.Option("--input", "-i", help="JSON Lines, one object per line; - for standard input.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="JSON Lines file to write; - for standard output.")],
+) -> None:
+    """Redact secrets and personal data from every string in every object, keys and structure
+    kept; each output line gains "_redactions": {type: count}. Bad lines: stderr, exit 1."""
+    import orjson
+
+    from .scrub import scrub_json
+
+    lines, bad = [], 0
+    for item in _items(input):
+        item.parse()
+        if not isinstance(item.obj, dict):
+            problem = item.parse_error or "must be a JSON object"
+            err.print(f"[red]invalid[/] {input} {item.position}: {problem}", highlight=False)
+            bad += 1
+            continue
+        scrubbed, counts = scrub_json(item.obj)
+        lines.append(orjson.dumps({**scrubbed, "_redactions": counts}) + b"\n")
+    data = b"".join(lines)
+    if str(output) == "-":
+        sys.stdout.buffer.write(data)
+    else:
+        output.write_bytes(data)
+    if bad:
+        raise typer.Exit(1)
+
+
 def _ingest_with_progress(config) -> None:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
@@ -148,17 +178,41 @@ def _ingest_with_progress(config) -> None:
         raise typer.Exit(1)
 
 
+def _score_with_progress(config) -> None:
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    from .scoring import score_new_records
+    from .warehouse import Warehouse
+
+    with Warehouse(config.warehouse.path) as warehouse, Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed} records"),
+        console=err, transient=True,
+    ) as progress:
+        task = progress.add_task("signals", total=None)
+        scored = score_new_records(warehouse, on_batch=lambda n: progress.advance(task, n))
+    out.print(f"[bold]signals[/]: scored {scored} new records", highlight=False)
+
+
 @app.command()
 def ingest(config: ConfigOption = None) -> None:
-    """Pull every configured source into the warehouse."""
+    """Pull every configured source into the warehouse (scrubbed, accounts pseudonymised)."""
     _ingest_with_progress(_config(config))
 
 
 @app.command()
+def signals(config: ConfigOption = None) -> None:
+    """Compute RFC-026 signals (sentiment, specificity, topics, expectation gap, severity
+    language) for every stored record that has none yet."""
+    _score_with_progress(_config(config))
+
+
+@app.command()
 def run(config: ConfigOption = None) -> None:
-    """Run the whole pipeline (today: ingest) on the configuration, by default the embedded sample."""
+    """Run the whole pipeline (today: ingest, then signals) on the configuration, by default the
+    embedded sample."""
     cfg = _config(config)
     _ingest_with_progress(cfg)
+    _score_with_progress(cfg)
     out.print(f"warehouse: {cfg.warehouse.path.resolve()}  ·  inspect: feedback-insights quarantine list")
 
 

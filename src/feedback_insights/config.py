@@ -15,13 +15,16 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .dialects import CHOICES, DEFAULT_MAX_BYTES
 from .resources import sample_dir
 
 ENV_CONFIG = "FEEDBACK_INSIGHTS_CONFIG"
+ENV_HMAC_KEY = "FEEDBACK_INSIGHTS_HMAC_KEY"
 DEFAULT_FILE = "feedback-insights.toml"
+#: The embedded default's key. It only pseudonymises the shipped sample: not a secret.
+SAMPLE_HMAC_KEY = "feedback-insights-embedded-sample"
 
 
 class ConfigError(ValueError):
@@ -42,6 +45,24 @@ class IngestConfig(_Strict):
     workers: int | None = Field(
         None, ge=0, le=64, description="worker processes for large batches; 0 = none; default: one per core"
     )
+
+
+class PrivacyConfig(_Strict):
+    """The key that pseudonymises accounts. Put it in $FEEDBACK_INSIGHTS_HMAC_KEY rather than
+    in the file; the environment wins when both are set."""
+
+    hmac_key: SecretStr | None = None
+
+    def key(self) -> str:
+        from_env = os.environ.get(ENV_HMAC_KEY)
+        if from_env:
+            return from_env
+        if self.hmac_key is None or not self.hmac_key.get_secret_value():
+            raise ConfigError(
+                f"privacy.hmac_key: no key to pseudonymise accounts with; set {ENV_HMAC_KEY} "
+                "(any long random string, kept the same across runs)"
+            )
+        return self.hmac_key.get_secret_value()
 
 
 class _SourceBase(_Strict):
@@ -80,6 +101,7 @@ SourceConfig = Annotated[FileDropConfig | SqlTableConfig, Field(discriminator="k
 class Config(_Strict):
     warehouse: WarehouseConfig = WarehouseConfig()
     ingest: IngestConfig = IngestConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
     sources: list[SourceConfig] = []
 
     @field_validator("sources")
@@ -97,6 +119,7 @@ def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
     sample = sample_dir()
     return Config(
         warehouse=WarehouseConfig(path=warehouse),
+        privacy=PrivacyConfig(hmac_key=SecretStr(SAMPLE_HMAC_KEY)),
         sources=[
             FileDropConfig(
                 kind="files",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Config
+from .pseudonymise import Pseudonymiser
 from .sources import Batch, Source, open_source
 from .staging import StagedBatch, prepare
 from .warehouse import BatchCounts, Warehouse, now_utc
@@ -74,13 +75,14 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
     """Ingest every source; a failing source is reported and does not stop the others."""
     run_id = warehouse.start_run()
     summary = IngestSummary(run_id, BatchCounts())
+    pseudonymise = Pseudonymiser(config.privacy.key())
     stager = Stager(config.ingest.workers if config.ingest.workers is not None else os.cpu_count() or 1)
     try:
         with _gc_paused():
             for source_config in config.sources:
                 source = open_source(source_config, config.ingest.batch_size)
                 try:
-                    _ingest_source(source, config, warehouse, stager, run_id, summary, on_batch)
+                    _ingest_source(source, config, warehouse, stager, pseudonymise, run_id, summary, on_batch)
                 except (OSError, ValueError) as exc:
                     summary.errors.append(f"{source.name}: {exc}")
     finally:
@@ -95,6 +97,7 @@ def _ingest_source(
     config: Config,
     warehouse: Warehouse,
     stager: Stager,
+    pseudonymise: Pseudonymiser,
     run_id: int,
     summary: IngestSummary,
     on_batch: OnBatch | None,
@@ -118,6 +121,7 @@ def _ingest_source(
             "choice": source.dialect,
             "service": source.service,
             "max_bytes": config.ingest.max_bytes,
+            "pseudonymise": pseudonymise,
         }
         in_flight.append((stager.submit(batch.items, options), Batch([], batch.source_uri, batch.cursor)))
         while len(in_flight) > stager.depth:

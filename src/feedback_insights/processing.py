@@ -7,7 +7,7 @@ Pure functions over one batch, so the CLI's ``validate``/``normalise`` and the w
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -18,6 +18,7 @@ from . import dialects, jsontext
 from .dialects import DEFAULT_MAX_BYTES, Origin
 from .problems import Problem
 from .record import CanonicalRecord
+from .scrub import Redactor, scrub_record
 
 
 class Unparsed(Enum):
@@ -141,19 +142,34 @@ def process(
     choice: str = "auto",
     service: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    pseudonymise: Callable[[str], str] | None = None,
 ) -> Processed:
+    """With ``pseudonymise`` (storage always passes one) every record and quarantined text is
+    scrubbed and accounts are pseudonymised before anything leaves this function."""
     out = Processed()
     for item in items:
         checked = check(item, choice, max_bytes)
         if checked.problems or checked.module is None:
-            out.quarantined.append(
-                Quarantined(collector, source_uri, item.position, item.raw_text(), checked.dialect, checked.problems)
-            )
+            raw = item.raw_text() if pseudonymise is None else _scrubbed_raw(item, pseudonymise)
+            out.quarantined.append(Quarantined(collector, source_uri, item.position, raw, checked.dialect, checked.problems))
             continue
         digest = content_hash(payload(checked.module, item.obj))
         origin = Origin(collector, received_at, digest, item.occurrence, service)
         records = dialects.MODULES[checked.module].normalise(item.obj, origin)
+        for record in records:
+            if pseudonymise is not None:
+                record["redactions"] = scrub_record(record, pseudonymise)  # type: ignore[typeddict-unknown-key]
         out.records.extend(records)
         out.content_hashes.extend([digest] * len(records))
-        out.raw_texts.extend([item.text] * len(records))
+        # Scrubbed records keep their scrubbed original, never the text as it came in.
+        out.raw_texts.extend([item.text if pseudonymise is None else None] * len(records))
     return out
+
+
+def _scrubbed_raw(item: RawItem, pseudonymise: Callable[[str], str]) -> str:
+    """The quarantined text, scrubbed; exactly as received when there was nothing to scrub."""
+    redactor = Redactor(pseudonymise)
+    if item.obj is UNPARSED or item.obj is PENDING:
+        return redactor.text(item.raw_text())
+    scrubbed = redactor.value(item.obj)
+    return jsontext.dumps(scrubbed).decode() if redactor.changed else item.raw_text()

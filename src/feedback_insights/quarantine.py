@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .config import Config
 from .processing import RawItem, process
+from .pseudonymise import Pseudonymiser
 from .warehouse import BatchCounts, Warehouse, now_utc
 
 
@@ -29,6 +30,7 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
         if unknown:
             raise KeyError(f"no open quarantine entry with id {', '.join(sorted(unknown))}")
         entries = [e for e in entries if e["id"] in ids]
+    pseudonymise = Pseudonymiser(config.privacy.key())
     result = ReplayResult()
     run_id = warehouse.start_run()
     for entry in entries:
@@ -41,6 +43,7 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
             choice=choice,
             service=service,
             max_bytes=config.ingest.max_bytes,
+            pseudonymise=pseudonymise,
         )
         result.counts.add(
             warehouse.store_batch(processed, collector=entry["collector"], source_uri=entry["source_uri"], run_id=run_id)

@@ -18,7 +18,7 @@ from .record import FIELDS, JSON_FIELDS
 
 # large_string: pyarrow builds it from Python strings several times faster than string.
 _STAGED_TYPES = {f: pa.large_string() for f in FIELDS} | {
-    "rating": pa.int8(), "content_hash": pa.large_string(), "row": pa.int64()
+    "rating": pa.int8(), "content_hash": pa.large_string(), "redactions": pa.large_string(), "row": pa.int64()
 }
 _QUARANTINE_COLUMNS = ("id", "collector", "source_uri", "position", "dialect", "raw", "problems")
 
@@ -42,6 +42,7 @@ def records_table(processed: Processed) -> pa.Table:
         else:
             columns[name] = [r[name] for r in records]  # type: ignore[literal-required]
     columns["content_hash"] = processed.content_hashes
+    columns["redactions"] = [_json(r.get("redactions")) for r in records]
     columns["row"] = list(range(len(records)))
     return pa.table({k: pa.array(v, type=_STAGED_TYPES[k]) for k, v in columns.items()})
 

@@ -57,7 +57,7 @@ SELECT
     s.category, s.outcome, s.severity, s.summary, s.goal, s.detail, s.tool, s.method,
     s.expected, s.actual, s.suggestion, s.workaround, s.rating, s.request_id, s.session_id,
     s.trace_id, s.message_id, s.agent, s.evidence, s.context, s.metadata, s.original,
-    s.content_hash, d.duplicate_of, $source_uri, $run_id, $now
+    s.content_hash, d.duplicate_of, $source_uri, $run_id, $now, s.redactions
 FROM decided d JOIN staged s ON s.row = d.row
 RETURNING duplicate_of
 """

@@ -1,0 +1,517 @@
+"""Find secrets and personal data in feedback text and replace them with typed placeholders.
+
+Agents paste whatever they were holding: bearer tokens, API keys, connection strings, a user's
+email. None of it may reach the warehouse, an embedding, a prompt or an issue. At the same time
+the evidence must survive: UUID trace ids, ``req_…`` request ids, ``fb_…`` record ids, commit
+SHAs, timestamps, paths, status codes, versions and counts are what make a report actionable.
+
+Detection is a list of :class:`Detector` rules, most specific first. Each has a cheap literal
+prefilter (most texts skip most rules), a regex, and where the format has one a checksum (Luhn
+for cards, mod-97 for IBANs, the SSA's rules for SSNs, a real parse for IPv6). Overlapping finds
+are resolved longest-first. A :class:`Redactor` scrubs one record: the same value gets the same
+placeholder (``[REDACTED:email:1]``) everywhere in the record, values under keys that name a
+secret are replaced whole, and the counts by type are kept for the digest. Scrubbing is
+idempotent: placeholders match no rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PLACEHOLDER = re.compile(r"\[REDACTED:([a-z_]+)(?::(\d+))?\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str
+    start: int
+    end: int
+
+
+def _case_insensitive(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """For the rare text whose lower-casing changes its length (e.g. "İ")."""
+    return re.compile(pattern.pattern, re.IGNORECASE)
+
+
+def _word_start(match: re.Match[str]) -> bool:
+    """The match does not begin in the middle of a word (a cheap \\b the regex can skip)."""
+    start = match.start()
+    return start == 0 or not match.string[start - 1].isalnum()
+
+
+#: Stands for "seven digits or more in the text": the needle of the numeric rules.
+DIGITS = ("\0digits",)
+_SEVEN_DIGITS = re.compile(r"\d(?:\D{0,3}\d){6}")
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """One rule. ``kind`` names what it finds; ``group`` is the part of the match that is
+    secret (0 = all of it);
+    ``needles``: the rule runs only on texts containing one of them (None: always);
+    ``valid`` sees the whole match, so it can check a checksum or the words around it."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...] | None = None
+    group: int | str = 0
+    #: True/False, or the (start, end) of the part that is a find (e.g. a phone number without
+    #: the count that followed it).
+    valid: Callable[[re.Match[str]], bool | tuple[int, int] | None] | None = None
+    #: Case-insensitive rules run on the lower-cased text: much faster than re.IGNORECASE.
+    folded: bool = False
+
+    def applies(self, lowered: str, digits: bool) -> bool:
+        if self.needles is DIGITS:
+            return digits
+        return self.needles is None or any(n in lowered for n in self.needles)
+
+    def find(self, text: str, lowered: str, out: list[Finding]) -> None:
+        subject = lowered if self.folded and len(lowered) == len(text) else text
+        pattern = self.pattern if subject is lowered or not self.folded else _case_insensitive(self.pattern)
+        for match in pattern.finditer(subject):
+            start, end = match.span(self.group)
+            if start < 0 or end <= start or text.startswith("[REDACTED:", start):
+                continue
+            verdict = True if self.valid is None else self.valid(match)
+            if isinstance(verdict, tuple):
+                start, end = verdict
+            if verdict:
+                out.append(Finding(self.kind, start, end))
+
+
+# -- checksums and shape tests ---------------------------------------------------------------
+
+
+def luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _digits(value: str) -> str:
+    return "".join(ch for ch in value if ch.isdigit())
+
+
+def card_ok(match: re.Match[str]) -> bool:
+    """A payment card: 12-19 digits, not a network-less leading 7-9, and the Luhn check.
+    A 13-digit number starting with 1 is a millisecond timestamp, not a card."""
+    digits = _digits(match.group(0))
+    if not 12 <= len(digits) <= 19 or digits[0] in "789":
+        return False
+    if len(digits) == 13 and digits[0] == "1":
+        return False
+    return luhn_ok(digits)
+
+
+def iban_ok(match: re.Match[str]) -> bool:
+    compact = match.group(0).replace(" ", "").upper()
+    if not 15 <= len(compact) <= 34:
+        return False
+    rearranged = compact[4:] + compact[:4]
+    number = "".join(str(int(ch, 36)) for ch in rearranged)
+    return int(number) % 97 == 1
+
+
+def ssn_ok(match: re.Match[str]) -> bool:
+    area, group, serial = match.group(0).split("-")
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+_NOT_PERSONAL_IPS = frozenset({"127.0.0.1", "0.0.0.0", "::1", "::"})
+_VERSION_BEFORE = re.compile(r"(?:version|release|sdk|v)\s*$", re.IGNORECASE)
+
+
+def ipv4_ok(match: re.Match[str]) -> bool:
+    """An address, unless it is loopback/unspecified (evidence, not personal) or a version."""
+    if match.group(0) in _NOT_PERSONAL_IPS:
+        return False
+    return not _VERSION_BEFORE.search(match.string[max(0, match.start() - 10) : match.start()])
+
+
+def ipv6_ok(match: re.Match[str]) -> bool:
+    value = match.group(0)
+    if value in _NOT_PERSONAL_IPS or value.count(":") < 2 or not any(c.isalpha() for c in value) and "::" not in value:
+        # "10:04:11" is a time; a real address has hex letters or a "::".
+        return False
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
+
+
+_DATE_LIKE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{4}")
+_PHONE_NOUNS = "phone|mobile|cell|tel|telephone|fax|desk|office|sms|whatsapp|registered"
+_PHONE_VERBS = "call|calling|text|contact|reach|dial|ring|answering"
+# A noun labels the number ("Mobile: 99 577450", "my registered 668 5702"); a verb may stand a few
+# words off ("call me on 9472 7916"). "office is at 17031 2202" is a street address.
+_PHONE_WORD_BEFORE = re.compile(
+    rf"(?:(?:{_PHONE_NOUNS})\b\W{{0,4}}(?:\w+\W{{1,3}})?|(?:{_PHONE_VERBS})\b\W{{1,4}}(?:\w+\W{{1,3}}){{0,3}})$",
+    re.IGNORECASE,
+)
+_PHONE_WORD_AFTER = re.compile(rf"^\W{{0,3}}(?:{_PHONE_NOUNS}|{_PHONE_VERBS}|home|work)\b", re.IGNORECASE)
+_NANP = re.compile(r"(?:\+?1[\s.-]?)?\(?[2-9]\d{2}\)?[\s.-]?[2-9]\d{2}[\s.-]?\d{4}")
+
+
+def phone_span(match: re.Match[str]) -> tuple[int, int] | None:
+    """The longest leading run of the match's digit groups that is a phone number: the
+    pattern also swallows numbers that follow one ("+44 20 7946 0958 2 500")."""
+    value = match.group(0)
+    for group in reversed(list(re.finditer(r"\d+", value))):
+        if phone_ok(value[: group.end()], match.string, match.start()):
+            return match.start(), match.start() + group.end()
+    return None
+
+
+def phone_ok(value: str, text: str, start: int) -> bool:
+    """Digit groups shaped like a phone number, 7-15 digits, not a date. A plain or
+    two-group number ("370 3911") is as likely a street number, count or id, so it also needs
+    a phone word just before it ("Mobile: 99 577450") unless it is a North American number."""
+    digits = _digits(re.split(r"x|ext", value)[0])
+    if not 7 <= len(digits) <= 15 or _DATE_LIKE.search(value):
+        return False
+    if _NANP.fullmatch(value):
+        return True
+    if value.isdigit() and len(value) > 10:
+        return False  # a bare long number is an id or a timestamp
+    strong = value[0] in "+(" or "." in value or value.count("-") >= 2 or len(re.findall(r"\d+", value)) >= 3
+    if strong and not (value.count("-") == 2 and " " not in value):
+        return True
+    before = text[max(0, start - 40) : start]
+    after = text[start + len(value) : start + len(value) + 12]
+    return bool(_PHONE_WORD_BEFORE.search(before) or _PHONE_WORD_AFTER.search(after))
+
+
+_WORDS = re.compile(r"[A-Za-z]+(?:[_ -][A-Za-z0-9]{1,6}|[_ -][A-Za-z]+)*:?")
+_PASSWORD_KEY = re.compile(r"pass(?:word|wd|phrase)?|pwd", re.IGNORECASE)
+
+
+def high_entropy(value: str) -> bool:
+    """A value long and mixed enough to be a credential, not a word or a small number."""
+    if len(value) < 8 or value.isdigit() and len(value) < 12:
+        return False
+    return len(set(value)) >= 6
+
+
+def looks_like_words(value: str) -> bool:
+    """ "expired_after_refresh", "HMAC-SHA256", "metadata:" — prose, not a credential."""
+    return bool(_WORDS.fullmatch(value))
+
+
+def _value_ok(match: re.Match[str]) -> bool:
+    """A credential after a secret-named key, unless the key is a cursor or a correlation id."""
+    if not _word_start(match):
+        return False
+    key_start = match.start()
+    text = match.string
+    while key_start > 0 and (text[key_start - 1].isalnum() or text[key_start - 1] in "_-"):
+        key_start -= 1
+    key = text[key_start : match.start("v")].lower()
+    value = match.group("v")
+    before_value = text[match.start("v") - 1]
+    quoted, attached = before_value in "\"'", before_value in "=:"
+    # "token: /auth?token=abc" names a path, not a credential.
+    if value[0] == "/" or value.startswith("http") or _NOT_SECRET.match(key):
+        return False
+    # After "password" even a short value is one ("password is hunter2"), and a quoted or
+    # attached one ("password=Swordfish") may be plain letters; "password is required" is prose.
+    if _PASSWORD_KEY.search(key):
+        return len(value) >= 4 and (quoted or attached or not looks_like_words(value))
+    return not looks_like_words(value) and high_entropy(value)
+
+
+def _auth_ok(match: re.Match[str]) -> bool:
+    return _word_start(match) and high_entropy(match.group("v"))
+
+
+# -- the rules, most specific first ------------------------------------------------------------
+
+_I = re.IGNORECASE
+_SECRET_WORDS = (
+    r"api[_-]?key|apikey|x-api-key|api-key|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|secret[_-]?key"
+    r"|client[_-]?secret|secret|private[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token"
+    r"|x-auth-token|session[_-]?token|bearer[_-]?token|token|password|passwd|pwd|passphrase|credentials?"
+    r"|subscription[_ -]?key|signing[_-]?key|authorization|auth|set-cookie|cookie"
+    r"|jsessionid|phpsessid|sessionid|sess|session|sig|signature"
+)
+#: Cursors and ids whose names contain a secret word but whose values are evidence.
+_NOT_SECRET_NAMES = r"(?:next_?)?page_?token|next_?token|continuation_?token|pagination_?token|session_?id|token_?count"
+_NOT_SECRET = re.compile(rf"(?:{_NOT_SECRET_NAMES})\b", _I)
+# Anchored on the secret word itself (a literal the regex engine can skip to), not on the
+# start of the key: "STRIPE_SECRET_KEY=…" matches from "SECRET_KEY". _value_ok reads the key.
+_KEY_VALUE = re.compile(
+    rf"(?:{_SECRET_WORDS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?"
+    # A quoted value may hold spaces; a bare one ends at a separator. Trailing "=" is base64
+    # padding, but "KEY=" followed by more is the next key, not this key's value.
+    r"(?P<v>(?<=\")[^\"\n]{1,200}(?=\")|(?<=')[^'\n]{1,200}(?=')|[^\s\"'&,;<>)=]++(?:={1,3}(?!\w))?+)(?!=)"
+)
+
+_PRIVATE_KEY = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+_WEBHOOK = r"https://(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks|outlook\.office\.com/webhook)/[^\s\"'<>]+"
+
+#: Vendor credentials with a recognisable shape: (kind, pattern, lower-case literals one of
+#: which every such credential contains).
+_VENDOR_RULES = (
+    ("private_key", _PRIVATE_KEY, ("-----begin",)),
+    # An unsigned ("alg": "none") token still carries its claims: the signature may be empty.
+    ("jwt", r"\beyJ[\w-]{8,}\.(?:eyJ[\w-]{8,}\.[\w-]*|[\w-]{8,}\.[\w-]{6,})", ("eyj",)),
+    ("anthropic_key", r"\bsk-ant-[a-z0-9]+-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
+    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", ("sk-",)),
+    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{40,}",
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", ("akia", "asia", "abia", "acca")),
+    ("stripe_key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}", ("_live_", "_test_")),
+    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}", ("xox", "xapp-")),
+    ("webhook_url", _WEBHOOK, ("hooks.slack.com", "/api/webhooks", "office.com/webhook")),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", ("aiza",)),
+    ("google_oauth_token", r"\bya29\.[0-9A-Za-z_-]{20,}", ("ya29.",)),
+    ("sendgrid_key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", ("sg.",)),
+    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", ("npm_",)),
+    ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}\b", ("hf_",)),
+)
+
+
+class VendorTokens:
+    """All vendor rules behind one scan for their literals: a text runs only the rules whose
+    literal it contains (most texts: none). Cheaper than one detector each, and far cheaper
+    than one alternation of all the patterns, which the regex engine tries at every position."""
+
+    kind = "vendor"
+
+    def __init__(self) -> None:
+        self._rules = [(kind, re.compile(pattern), needles) for kind, pattern, needles in _VENDOR_RULES]
+        literals = sorted({n for _, _, needles in _VENDOR_RULES for n in needles}, key=len, reverse=True)
+        self._literals = re.compile("|".join(map(re.escape, literals)))
+
+    def applies(self, lowered: str, digits: bool) -> bool:
+        return True
+
+    def find(self, text: str, lowered: str, out: list[Finding]) -> None:
+        present = set(self._literals.findall(lowered))
+        if not present:
+            return
+        for kind, pattern, needles in self._rules:
+            if present.isdisjoint(needles):
+                continue
+            for match in pattern.finditer(text):
+                if not text.startswith("[REDACTED:", match.start()):
+                    out.append(Finding(kind, match.start(), match.end()))
+
+
+DETECTORS: tuple[Detector | VendorTokens, ...] = (
+    VendorTokens(),
+    Detector(
+        "auth_header",
+        re.compile(r"(?:bearer|basic|digest|token)\s+(?P<v>[a-z0-9._~+/=-]{8,})"),
+        ("bearer", "basic", "digest", "token"),
+        "v",
+        _auth_ok,
+        folded=True,
+    ),
+    Detector("cookie", re.compile(r"\b(?:set-)?cookie\s*:\s*(?P<v>[^\s=;]+=[^\r\n]+)"), ("cookie",), "v", folded=True),
+    Detector("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://(?P<v>[^\s:/@]+:[^\s/@]+)@"), ("://",), "v", folded=True),
+    Detector(
+        "secret_value",
+        _KEY_VALUE,
+        ("key", "token", "secret", "pass", "pwd", "auth", "cred", "sess", "sig", "cookie"),
+        "v",
+        _value_ok,
+        folded=True,
+    ),
+    Detector(
+        "email",
+        re.compile(r"[\w.%+-]+@(?:[\w-]+\.)+[^\W\d_]{2,}\b|[\w.%+-]+@(?:\d{1,3}\.){3}\d{1,3}\b"),
+        ("@",),
+    ),
+    Detector("iban", re.compile(r"\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,3})?\b"), DIGITS, 0, iban_ok, True),
+    Detector("us_ssn", re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])"), ("-",), 0, ssn_ok),
+    Detector(
+        "credit_card",
+        re.compile(r"(?<![\w.-])(?:\d{4}[ .-]\d{4}[ .-]\d{4}[ .-]\d{1,7}|\d{4}[ -]\d{6}[ -]\d{5}|\d{12,19})(?![\w])"),
+        DIGITS,
+        0,
+        card_ok,
+    ),
+    Detector(
+        "ip_address",
+        re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.-])"),
+        (".",),
+        0,
+        ipv4_ok,
+    ),
+    Detector(
+        "ip_address",
+        re.compile(r"(?<![\w:])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}(?![\w:])"),
+        (":",),
+        0,
+        ipv6_ok,
+    ),
+    Detector(
+        "phone",
+        re.compile(
+            r"(?<![\w.+/-])(?=[+(]?(?:[ \t.()+-]{0,3}\d){7})(?:\+\d{1,3}[ \t.-]?)?(?:\(0?\d{1,4}\)[ \t.-]?)?(?:\(0\) ?)?\d{1,15}+"
+            r"(?:[ \t.-]\d{1,8}+){0,5}+"
+            r"(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?![\w/]|-\d)"
+        ),
+        DIGITS,
+        0,
+        phone_span,
+    ),
+)
+
+#: Keys whose value is a secret whatever it looks like ("password": "hunter2"). Narrower than
+#: the text rule: a key called "session" or "signature" in structured data is usually evidence.
+_SECRET_KEY = re.compile(rf"^(?!(?:{_NOT_SECRET_NAMES})$)(?:[\w-]*[_-])?(?:{_SECRET_WORDS})$", _I)
+_EVIDENCE_KEYS = frozenset({"session", "sess", "sig", "signature", "sessionid"})
+#: Keys holding a customer's account id: pseudonymised, not redacted, so counts stay exact.
+ACCOUNT_KEYS = frozenset({"account", "account_id", "accountid", "user_id", "userid", "pseudonym_id"})
+
+
+#: A short id, enum or path with fewer than seven digits: too short for any credential, no
+#: "@", ":", "." or "=" for the rest. Most strings in a record are like this.
+_PLAIN_TOKEN = re.compile(r"[A-Za-z_/-]*(?:\d[A-Za-z_/-]*){0,6}")
+
+
+def find(text: str) -> list[Finding]:
+    """Every secret and personal datum in ``text``, without overlaps, in order."""
+    if len(text) < 6:
+        return []
+    if len(text) < 20 and _PLAIN_TOKEN.fullmatch(text):
+        return []
+    lowered = text.lower()
+    digits = _SEVEN_DIGITS.search(text) is not None
+    found: list[Finding] = []
+    for detector in DETECTORS:
+        if detector.applies(lowered, digits):
+            detector.find(text, lowered, found)
+    if not found:
+        return []
+    found.sort(key=lambda f: (f.start, f.start - f.end))
+    kept: list[Finding] = []
+    for finding in found:
+        if kept and finding.start < kept[-1].end:
+            continue
+        kept.append(finding)
+    return kept
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_key(key: str) -> bool:
+    folded = key.lower()
+    return folded not in _EVIDENCE_KEYS and bool(_SECRET_KEY.match(folded))
+
+
+@dataclass
+class Redactor:
+    """Scrubs the strings of one record. ``pseudonymise`` turns an account id into its
+    pseudonym (values under :data:`ACCOUNT_KEYS` keep identity, not content)."""
+
+    pseudonymise: Callable[[str], str] | None = None
+    #: Whether an account id was replaced by its pseudonym.
+    pseudonymised: bool = False
+    _placeholders: dict[tuple[str, str], str] = field(default_factory=dict)
+    _numbers: Counter[str] = field(default_factory=Counter)
+    _done: dict[str, str] = field(default_factory=dict)
+
+    def placeholder(self, kind: str, value: str) -> str:
+        key = (kind, value)
+        if key not in self._placeholders:
+            self._numbers[kind] += 1
+            self._placeholders[key] = f"[REDACTED:{kind}:{self._numbers[kind]}]"
+        return self._placeholders[key]
+
+    @property
+    def changed(self) -> bool:
+        return self.pseudonymised or any(self._numbers.values())
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Distinct values redacted in this record, by type (earlier placeholders included)."""
+        return {kind: n for kind, n in sorted(self._numbers.items()) if n}
+
+    def text(self, text: str) -> str:
+        # A record repeats its texts (the canonical fields are copies of the original's):
+        # scan each distinct string once.
+        done = self._done.get(text)
+        if done is not None:
+            return done
+        scrubbed = self._scrub(text)
+        self._done[text] = scrubbed
+        return scrubbed
+
+    def _scrub(self, text: str) -> str:
+        if "[REDACTED:" in text:
+            self._continue_numbering(text)
+        findings = find(text)
+        if not findings:
+            return text
+        parts, last = [], 0
+        for f in findings:
+            parts.append(text[last : f.start])
+            parts.append(self.placeholder(f.kind, text[f.start : f.end]))
+            last = f.end
+        parts.append(text[last:])
+        return "".join(parts)
+
+    def value(self, value: Any, key: str | None = None, secret: bool = False) -> Any:
+        """``value`` with every string inside scrubbed; keys and structure kept. Everything
+        under a key that names a secret is redacted whole."""
+        secret = secret or (key is not None and is_secret_key(key))
+        if isinstance(value, str):
+            if secret and value and not PLACEHOLDER.fullmatch(value):
+                return self.placeholder("secret", value)
+            if key is not None and value and key.lower() in ACCOUNT_KEYS and self.pseudonymise is not None:
+                self.pseudonymised = True
+                return self.pseudonymise(value)
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.value(v, k, secret) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v, key, secret) for v in value]
+        return value
+
+    def _continue_numbering(self, text: str) -> None:
+        """Text scrubbed before keeps its placeholders; new ones must not reuse their numbers."""
+        for match in PLACEHOLDER.finditer(text):
+            if match.group(2):
+                self._numbers[match.group(1)] = max(self._numbers[match.group(1)], int(match.group(2)))
+
+
+def scrub_text(text: str) -> tuple[str, dict[str, int]]:
+    redactor = Redactor()
+    return redactor.text(text), redactor.counts
+
+
+def scrub_json(value: Any) -> tuple[Any, dict[str, int]]:
+    """Every string inside ``value`` scrubbed (the ``scrub`` command's unit of work)."""
+    redactor = Redactor()
+    return redactor.value(value), redactor.counts
+
+
+#: Canonical fields that hold a closed vocabulary or our own identifiers: nothing to scrub.
+_NOT_TEXT = frozenset({"id", "dialect", "collector", "received_at", "source", "lane", "category", "outcome",
+                       "severity", "method", "rating", "account"})
+
+
+def scrub_record(record: dict[str, Any], pseudonymise: Callable[[str], str]) -> dict[str, int]:
+    """Scrub one canonical record in place and pseudonymise its account; returns the counts
+    of what was redacted, by type. ``original`` is scrubbed too: nothing raw is kept."""
+    redactor = Redactor(pseudonymise)
+    for name, value in record.items():
+        if name in _NOT_TEXT or value is None:
+            continue
+        record[name] = redactor.value(value) if not isinstance(value, str) else redactor.text(value)
+    if record.get("account"):
+        record["account"] = pseudonymise(record["account"])
+    return redactor.counts
