@@ -5,7 +5,8 @@ collector delivers them, with AFS, SEP-2369, RFC-026 and in-session rows mixed i
 invalid — writes them as one JSON Lines file, then times in one process:
 
 - ``json.loads`` of every line (the floor any Python ingester pays);
-- the real ingest path: read → detect → validate → normalise → store in a fresh DuckDB file,
+- the real ingest path: read → detect → validate → normalise → scrub + pseudonymise → store
+  in a fresh DuckDB file,
   through :func:`feedback_insights.ingest.ingest` exactly as the CLI runs it.
 
 Run by hand: ``python benchmarks/ingest.py [N]``. Target: ≥ 20,000 records/s end to end.
@@ -129,7 +130,7 @@ def main(n: int) -> None:
         table.add_column(column, justify="right" if column != "stage" else "left")
     table.add_row("bare json.loads", f"{loads_s:.2f}", f"{n / loads_s:,.0f}", "1.00×")
     table.add_row(
-        "validate + normalise + store (DuckDB)", f"{ingest_s:.2f}", f"{n / ingest_s:,.0f}", f"{ingest_s / loads_s:.2f}× slower"
+        "validate + normalise + scrub + store (DuckDB)", f"{ingest_s:.2f}", f"{n / ingest_s:,.0f}", f"{ingest_s / loads_s:.2f}× slower"
     )
     Console().print(table)
     print(f"stored {summary.counts.new:,} records, quarantined {summary.counts.quarantined:,} (every input accounted for: {stored == n})")

@@ -19,7 +19,7 @@ from feedback_insights.pseudonymise import Pseudonymiser, is_pseudonym
 from feedback_insights.scrub import Redactor, find, scrub_json, scrub_record, scrub_text
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, SHARED
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -246,3 +246,16 @@ def test_no_planted_secret_or_personal_datum_survives_anywhere_in_the_warehouse(
     with duckdb.connect(str(config.warehouse.path), read_only=True) as con:
         (scrubbed,) = con.execute("SELECT count(*) FROM records WHERE redactions::VARCHAR <> '{}'").fetchone()
     assert scrubbed >= 25
+
+
+def test_the_prefilter_never_changes_a_result() -> None:
+    """Each rule's RE2 hint must match every text the rule itself can match."""
+    texts = [json.loads(line)["text"] for line in (SHARED / "data" / "pii_cases.jsonl").read_text().splitlines()]
+    texts += EVIDENCE
+    rng = random.Random(7)
+    texts += [f"see {make(rng)} here" for make in FORMATS.values() for _ in range(5)]
+    for name in ("afp_records.jsonl", "afs.jsonl", "sep2369.jsonl"):
+        texts += (SAMPLE / name).read_text().splitlines()
+    assert len(texts) > 2000
+    for text in texts:
+        assert find(text) == find(text, prefilter=False), text
