@@ -393,6 +393,11 @@ def find(text: str, *, prefilter: bool = True) -> list[Finding]:
 
 
 @functools.lru_cache(maxsize=4096)
+def is_account_key(key: str) -> bool:
+    return key.lower() in ACCOUNT_KEYS
+
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     folded = key.lower()
     return folded not in _EVIDENCE_KEYS and bool(_SECRET_KEY.match(folded))
@@ -409,6 +414,7 @@ class Redactor:
     _placeholders: dict[tuple[str, str], str] = field(default_factory=dict)
     _numbers: Counter[str] = field(default_factory=Counter)
     _done: dict[str, str] = field(default_factory=dict)
+    _objects: dict[int, tuple[Any, tuple[str | None, bool], Any]] = field(default_factory=dict)
 
     def placeholder(self, kind: str, value: str) -> str:
         key = (kind, value)
@@ -457,15 +463,22 @@ class Redactor:
         if isinstance(value, str):
             if secret and value and not PLACEHOLDER.fullmatch(value):
                 return self.placeholder("secret", value)
-            if key is not None and value and key.lower() in ACCOUNT_KEYS and self.pseudonymise is not None:
+            if key is not None and value and self.pseudonymise is not None and is_account_key(key):
                 self.pseudonymised = True
                 return self.pseudonymise(value)
             return self.text(value)
+        if not isinstance(value, dict | list):
+            return value
+        # A canonical field and the original share their nested objects: scrub each once.
+        seen = self._objects.get(id(value))
+        if seen is not None and seen[0] is value and seen[1] == (key, secret):
+            return seen[2]
         if isinstance(value, dict):
-            return {k: self.value(v, k, secret) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.value(v, key, secret) for v in value]
-        return value
+            result: Any = {k: self.value(v, k, secret) for k, v in value.items()}
+        else:
+            result = [self.value(v, key, secret) for v in value]
+        self._objects[id(value)] = (value, (key, secret), result)
+        return result
 
     def _continue_numbering(self, text: str) -> None:
         """Text scrubbed before keeps its placeholders; new ones must not reuse their numbers."""
