@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from feedback_insights.config import embedded_default
 from feedback_insights.ingest import ingest
 from feedback_insights.pseudonymise import Pseudonymiser, is_pseudonym
-from feedback_insights.scrub import Redactor, find, scrub_json, scrub_record, scrub_text
+from feedback_insights.processing import RawItem, process
+from feedback_insights.scrub import Redactor, find, scrub_json, scrub_text
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import SAMPLE, SHARED
@@ -161,19 +162,23 @@ def test_scrubbing_is_idempotent_and_continues_numbering() -> None:
     assert redactor.text(once + " and c@example.com").endswith("[REDACTED:email:3]")
 
 
-def test_a_record_is_scrubbed_everywhere_and_its_account_pseudonymised() -> None:
+def test_a_report_is_scrubbed_everywhere_and_its_account_pseudonymised() -> None:
     pseudonymise = Pseudonymiser("k")
-    record = {
-        "id": "fb_1", "account": "acct_raw", "summary": "key sk_live_abcdefghijklmnop1234 leaked",
-        "goal": None, "rating": 5, "evidence": {"response_excerpt": "sk_live_abcdefghijklmnop1234"},
-        "original": {"account": "acct_raw", "feedback": {"message": "key sk_live_abcdefghijklmnop1234 leaked"}},
+    report = {
+        "id": "fb_1", "received_at": "2026-09-28T10:04:11Z", "service": "svc", "account": "acct_raw",
+        "feedback": {"type": "bug", "goal": "Export", "message": "key sk_live_abcdefghijklmnop1234 leaked",
+                     "evidence": {"response_excerpt": "sk_live_abcdefghijklmnop1234"}},
     }
-    counts = scrub_record(record, pseudonymise)
-    assert counts == {"stripe_key": 1}
+    processed = process([RawItem(report, "line 1")], collector="c", source_uri="u",
+                        received_at="2026-11-30T00:00:00Z", pseudonymise=pseudonymise)
+    (record,) = processed.records
+    assert record["redactions"] == {"stripe_key": 1}  # type: ignore[typeddict-item]
     assert record["account"] == record["original"]["account"] == pseudonymise("acct_raw")
     assert is_pseudonym(record["account"])
     assert "sk_live_" not in json.dumps(record)
     assert record["summary"] == "key [REDACTED:stripe_key:1] leaked"
+    assert record["evidence"] == {"response_excerpt": "[REDACTED:stripe_key:1]"}
+    assert processed.raw_texts == [None]  # the text as received is not kept
 
 
 def test_pseudonyms_are_stable_keyed_and_distinct() -> None:

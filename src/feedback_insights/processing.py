@@ -18,7 +18,7 @@ from . import dialects, jsontext
 from .dialects import DEFAULT_MAX_BYTES, Origin
 from .problems import Problem
 from .record import CanonicalRecord
-from .scrub import Redactor, scrub_record
+from .scrub import Redactor
 
 
 class Unparsed(Enum):
@@ -155,10 +155,16 @@ def process(
             continue
         digest = content_hash(payload(checked.module, item.obj))
         origin = Origin(collector, received_at, digest, item.occurrence, service)
-        records = dialects.MODULES[checked.module].normalise(item.obj, origin)
+        obj, redactions = item.obj, None
+        if pseudonymise is not None:
+            # Scrub the report as received and normalise what is left: every canonical field
+            # is derived from it, so one pass covers them and the kept original alike.
+            redactor = Redactor(pseudonymise)
+            obj = redactor.value(obj)
+            redactions = redactor.counts
+        records = dialects.MODULES[checked.module].normalise(obj, origin)
         for record in records:
-            if pseudonymise is not None:
-                record["redactions"] = scrub_record(record, pseudonymise)  # type: ignore[typeddict-unknown-key]
+            record["redactions"] = redactions  # type: ignore[typeddict-unknown-key]
         out.records.extend(records)
         out.content_hashes.extend([digest] * len(records))
         # Scrubbed records keep their scrubbed original, never the text as it came in.

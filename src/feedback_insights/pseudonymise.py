@@ -17,14 +17,24 @@ _PSEUDONYM = re.compile(rf"^{PREFIX}[0-9a-f]{{24}}$")
 
 
 class Pseudonymiser:
+    #: Accounts remembered: a few thousand customers file most of the feedback.
+    CACHE_SIZE = 65_536
+
     def __init__(self, key: str | bytes) -> None:
         if not key:
             raise ValueError("the pseudonymisation key must not be empty")
         self._key = key.encode() if isinstance(key, str) else key
+        self._cache: dict[str, str] = {}
 
     def __call__(self, account: str) -> str:
-        digest = hmac.new(self._key, account.encode("utf-8", errors="surrogatepass"), hashlib.sha256)
-        return PREFIX + digest.hexdigest()[:24]
+        pseudonym = self._cache.get(account)
+        if pseudonym is None:
+            digest = hmac.new(self._key, account.encode("utf-8", errors="surrogatepass"), hashlib.sha256)
+            pseudonym = PREFIX + digest.hexdigest()[:24]
+            if len(self._cache) >= self.CACHE_SIZE:
+                self._cache.clear()
+            self._cache[account] = pseudonym
+        return pseudonym
 
     def __repr__(self) -> str:  # never show the key
         return "Pseudonymiser(<key>)"

@@ -5,10 +5,11 @@ email. None of it may reach the warehouse, an embedding, a prompt or an issue. A
 the evidence must survive: UUID trace ids, ``req_…`` request ids, ``fb_…`` record ids, commit
 SHAs, timestamps, paths, status codes, versions and counts are what make a report actionable.
 
-Detection is a list of :class:`Detector` rules, most specific first. Each has a cheap literal
-prefilter (most texts skip most rules), a regex, and where the format has one a checksum (Luhn
-for cards, mod-97 for IBANs, the SSA's rules for SSNs, a real parse for IPv6). Overlapping finds
-are resolved longest-first. A :class:`Redactor` scrubs one record: the same value gets the same
+Detection is a list of :class:`Detector` rules, most specific first. Each has an RE2 "hint"
+(one automaton over all hints tells, in a single linear pass, which rules can match a text, so
+clean text skips every rule), a regex, and where the format has one a checksum (Luhn for cards,
+mod-97 for IBANs, the SSA's rules for SSNs, a real parse for IPv6). Overlapping finds are
+resolved earliest and longest first. A :class:`Redactor` scrubs one record: the same value gets the same
 placeholder (``[REDACTED:email:1]``) everywhere in the record, values under keys that name a
 secret are replaced whole, and the counts by type are kept for the digest. Scrubbing is
 idempotent: placeholders match no rule.
@@ -34,12 +35,6 @@ class Finding:
     kind: str
     start: int
     end: int
-
-
-def _word_start(match: re.Match[str]) -> bool:
-    """The match does not begin in the middle of a word (a cheap \\b the regex can skip)."""
-    start = match.start()
-    return start == 0 or not match.string[start - 1].isalnum()
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +189,12 @@ def looks_like_words(value: str) -> bool:
     return bool(_WORDS.fullmatch(value))
 
 
+def _word_start(match: re.Match[str]) -> bool:
+    """The match does not begin in the middle of a word ("mytoken: …" is not "token: …")."""
+    start = match.start()
+    return start == 0 or not match.string[start - 1].isalnum()
+
+
 def _value_ok(match: re.Match[str]) -> bool:
     """A credential after a secret-named key, unless the key is a cursor or a correlation id."""
     if not _word_start(match):
@@ -233,8 +234,8 @@ _SECRET_WORDS = (
 #: Cursors and ids whose names contain a secret word but whose values are evidence.
 _NOT_SECRET_NAMES = r"(?:next_?)?page_?token|next_?token|continuation_?token|pagination_?token|session_?id|token_?count"
 _NOT_SECRET = re.compile(rf"(?:{_NOT_SECRET_NAMES})\b", _I)
-# Anchored on the secret word itself (a literal the regex engine can skip to), not on the
-# start of the key: "STRIPE_SECRET_KEY=…" matches from "SECRET_KEY". _value_ok reads the key.
+# Anchored on the secret word, not on the start of the key: "STRIPE_SECRET_KEY=…" matches from
+# "SECRET_KEY", and _value_ok reads the whole key back.
 _KEY_VALUE = re.compile(
     rf"(?:{_SECRET_WORDS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?"
     # A quoted value may hold spaces; a bare one ends at a separator. Trailing "=" is base64
@@ -245,6 +246,7 @@ _KEY_VALUE = re.compile(
 
 _PRIVATE_KEY = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
 _WEBHOOK = r"https://(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks|outlook\.office\.com/webhook)/[^\s\"'<>]+"
+
 
 def _vendor(kind: str, hint: str, pattern: str) -> Detector:
     return Detector(kind, hint, re.compile(pattern))
@@ -414,7 +416,6 @@ class Redactor:
     _placeholders: dict[tuple[str, str], str] = field(default_factory=dict)
     _numbers: Counter[str] = field(default_factory=Counter)
     _done: dict[str, str] = field(default_factory=dict)
-    _objects: dict[int, tuple[Any, tuple[str | None, bool], Any]] = field(default_factory=dict)
 
     def placeholder(self, kind: str, value: str) -> str:
         key = (kind, value)
@@ -460,25 +461,19 @@ class Redactor:
         """``value`` with every string inside scrubbed; keys and structure kept. Everything
         under a key that names a secret is redacted whole."""
         secret = secret or (key is not None and is_secret_key(key))
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             if secret and value and not PLACEHOLDER.fullmatch(value):
                 return self.placeholder("secret", value)
             if key is not None and value and self.pseudonymise is not None and is_account_key(key):
                 self.pseudonymised = True
                 return self.pseudonymise(value)
             return self.text(value)
-        if not isinstance(value, dict | list):
-            return value
-        # A canonical field and the original share their nested objects: scrub each once.
-        seen = self._objects.get(id(value))
-        if seen is not None and seen[0] is value and seen[1] == (key, secret):
-            return seen[2]
-        if isinstance(value, dict):
-            result: Any = {k: self.value(v, k, secret) for k, v in value.items()}
-        else:
-            result = [self.value(v, key, secret) for v in value]
-        self._objects[id(value)] = (value, (key, secret), result)
-        return result
+        if kind is dict:
+            return {k: self.value(v, k, secret) for k, v in value.items()}
+        if kind is list:
+            return [self.value(v, key, secret) for v in value]
+        return value
 
     def _continue_numbering(self, text: str) -> None:
         """Text scrubbed before keeps its placeholders; new ones must not reuse their numbers."""
@@ -496,21 +491,3 @@ def scrub_json(value: Any) -> tuple[Any, dict[str, int]]:
     """Every string inside ``value`` scrubbed (the ``scrub`` command's unit of work)."""
     redactor = Redactor()
     return redactor.value(value), redactor.counts
-
-
-#: Canonical fields that hold a closed vocabulary or our own identifiers: nothing to scrub.
-_NOT_TEXT = frozenset({"id", "dialect", "collector", "received_at", "source", "lane", "category", "outcome",
-                       "severity", "method", "rating", "account"})
-
-
-def scrub_record(record: dict[str, Any], pseudonymise: Callable[[str], str]) -> dict[str, int]:
-    """Scrub one canonical record in place and pseudonymise its account; returns the counts
-    of what was redacted, by type. ``original`` is scrubbed too: nothing raw is kept."""
-    redactor = Redactor(pseudonymise)
-    for name, value in record.items():
-        if name in _NOT_TEXT or value is None:
-            continue
-        record[name] = redactor.value(value) if not isinstance(value, str) else redactor.text(value)
-    if record.get("account"):
-        record["account"] = pseudonymise(record["account"])
-    return redactor.counts

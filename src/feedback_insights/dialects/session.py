@@ -33,10 +33,14 @@ def looks_like(obj: Any) -> bool:
 
 
 def turn_context(row: dict[str, Any]) -> dict[str, Any] | None:
-    """The row's ``context`` column (JSON text in SQL) as an object."""
+    """The row's ``context`` column (JSON text in SQL) as an object. After scrubbing, a
+    redaction may have cut through the JSON; the text itself is kept in the original."""
     value = row.get("context")
     if isinstance(value, str) and value.strip():
-        parsed = orjson.loads(value)
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
         return parsed if isinstance(parsed, dict) else None
     return value if isinstance(value, dict) else None
 
