@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from feedback_insights.config import embedded_default
 from feedback_insights.ingest import ingest
-from feedback_insights.pseudonymise import Pseudonymiser, is_pseudonym
 from feedback_insights.processing import RawItem, process
+from feedback_insights.pseudonymise import Pseudonymiser, is_pseudonym
 from feedback_insights.scrub import Redactor, find, scrub_json, scrub_text
 from feedback_insights.warehouse import Warehouse
 
