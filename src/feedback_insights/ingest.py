@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Config
+from .processing import RawItem
 from .pseudonymise import Pseudonymiser
+from .readers import LineBlock
 from .sources import Batch, Source, open_source
 from .staging import StagedBatch, prepare
 from .warehouse import BatchCounts, Warehouse, now_utc
@@ -55,7 +57,7 @@ class Stager:
         """Batches to keep in flight so that no worker waits for this process."""
         return 2 * self.workers if self._pool else 0
 
-    def submit(self, items: list[Any], options: dict[str, Any]) -> Future[StagedBatch]:
+    def submit(self, items: list[RawItem] | LineBlock, options: dict[str, Any]) -> Future[StagedBatch]:
         if self.workers and len(items) >= POOL_THRESHOLD:
             if self._pool is None:
                 # forkserver: a fork of this process would copy DuckDB's threads and locks.

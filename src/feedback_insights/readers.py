@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import orjson
@@ -35,28 +37,61 @@ def file_format(path: Path) -> str:
 
 def read_items(path: Path | str) -> Iterator[RawItem]:
     """Every item in ``path`` (``-`` reads JSON Lines from standard input)."""
+    for block in read_blocks(path, 10_000):
+        yield from block
+
+
+def read_blocks(path: Path | str, size: int) -> Iterator[Iterable[RawItem]]:
+    """The items of ``path`` in blocks of at most ``size``. JSON Lines come as
+    :class:`LineBlock` objects: unparsed lines are far cheaper to hand to a worker process than
+    one object per item."""
     if str(path) == "-":
-        yield from jsonl_items(sys.stdin.buffer.read())
+        yield from jsonl_blocks(sys.stdin.buffer.read(), size)
         return
     path = Path(path)
     kind = file_format(path)
-    if kind == "parquet":
-        yield from parquet_items(path)
-    elif kind == "json":
-        yield from json_items(path.read_bytes(), path)
-    else:
-        yield from jsonl_items(path.read_bytes())
+    if kind == "jsonl":
+        yield from jsonl_blocks(path.read_bytes(), size)
+        return
+    items = parquet_items(path) if kind == "parquet" else json_items(path.read_bytes(), path)
+    while block := list(islice(items, size)):
+        yield block
 
 
-def jsonl_items(data: bytes) -> Iterator[RawItem]:
+@dataclass(slots=True)
+class LineBlock:
+    """Consecutive JSON Lines, not parsed yet: their numbers, bytes and how many identical
+    lines came before each in the file (see ``RawItem.occurrence``)."""
+
+    numbers: list[int] = field(default_factory=list)
+    lines: list[bytes] = field(default_factory=list)
+    occurrences: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __iter__(self) -> Iterator[RawItem]:
+        for number, line, copies in zip(self.numbers, self.lines, self.occurrences, strict=True):
+            yield RawItem.line(line, f"line {number}", copies)
+
+
+def jsonl_blocks(data: bytes, size: int) -> Iterator[LineBlock]:
     seen: Counter[bytes] = Counter()
+    block = LineBlock()
     for number, line in enumerate(data.split(b"\n"), start=1):
         line = line.strip()
         if not line:
             continue
         copies = seen[line]
         seen[line] = copies + 1
-        yield RawItem.line(line, f"line {number}", copies)
+        block.numbers.append(number)
+        block.lines.append(line)
+        block.occurrences.append(copies)
+        if len(block) == size:
+            yield block
+            block = LineBlock()
+    if block.lines:
+        yield block
 
 
 def _with_occurrences(items: Iterator[RawItem]) -> Iterator[RawItem]:

@@ -17,11 +17,13 @@ from typing import Protocol
 
 from ..config import FileDropConfig, SqlTableConfig
 from ..processing import RawItem
+from ..readers import LineBlock
 
 
 @dataclass(slots=True)
 class Batch:
-    items: list[RawItem]
+    #: Raw items, or a block of unparsed JSON Lines (cheaper to hand to a worker process).
+    items: list[RawItem] | LineBlock
     source_uri: str
     cursor: dict[str, str] = field(default_factory=dict)
 

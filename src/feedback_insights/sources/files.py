@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 
 from ..config import FileDropConfig
-from ..readers import read_items
+from ..readers import read_blocks
 from . import Batch
 
 DONE = "done"
@@ -53,9 +52,11 @@ class FileDrop:
             yield from self._file_batches(path, key, int(progress or 0))
 
     def _file_batches(self, path: Path, key: str, skip: int) -> Iterator[Batch]:
-        items = islice(read_items(path), skip, None)
-        done = skip
-        while chunk := list(islice(items, self.batch_size)):
-            done += len(chunk)
-            yield Batch(chunk, str(path), {key: str(done)})
+        """One batch per block; a resumed file skips the blocks already stored (their size is
+        the configured batch size, so block boundaries are where the cursor can point)."""
+        done = 0
+        for block in read_blocks(path, self.batch_size):
+            done += len(block)
+            if done > skip:
+                yield Batch(block, str(path), {key: str(done)})
         yield Batch([], str(path), {key: DONE})
