@@ -21,6 +21,8 @@ app = typer.Typer(
 )
 quarantine_app = typer.Typer(help="Reports that failed validation, kept whole until a replay stores them.")
 app.add_typer(quarantine_app, name="quarantine")
+collector_app = typer.Typer(help="The collector server agents and services send feedback to.")
+app.add_typer(collector_app, name="collector")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console()
@@ -271,6 +273,38 @@ def quarantine_replay(
         f"records stored {result.counts.new}",
         highlight=False,
     )
+
+
+@collector_app.command("serve")
+def collector_serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
+    db: Annotated[Path | None, typer.Option(help="SQLite file (default: [collector] db).")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve the collector API (OpenAPI at /docs and /openapi.json)."""
+    import logging
+
+    import uvicorn
+
+    from .collector.app import Collector, create_app
+    from .collector.store import Store
+    from .pseudonymise import Pseudonymiser
+
+    cfg = _config(config)
+    settings = cfg.collector if db is None else cfg.collector.model_copy(update={"db": db})
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db))
+    out.print(f"collector on http://{host}:{port}  ·  store {settings.db}  ·  auth {settings.auth}", highlight=False)
+    uvicorn.run(create_app(collector), host=host, port=port, log_level="warning", access_log=False)
+
+
+@collector_app.command("hash-key")
+def collector_hash_key(key: Annotated[str, typer.Argument(help="The key to write in the configuration.")]) -> None:
+    """Print how a key is written in [collector] (keys are stored hashed)."""
+    from .collector.app import hash_key
+
+    out.print(hash_key(key), highlight=False)
 
 
 def main() -> None:

@@ -65,6 +65,29 @@ class PrivacyConfig(_Strict):
         return self.hmac_key.get_secret_value()
 
 
+class CollectorConfig(_Strict):
+    """The collector server (``feedback-insights collector serve``). Keys are written as
+    ``sha256:<hex>`` (``feedback-insights collector hash-key`` prints one), never in clear."""
+
+    db: Path = Path("collector.sqlite")
+    service: str | None = Field(None, description="service name given to records submitted here")
+    auth: Literal["none", "optional", "required"] = "optional"
+    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=DEFAULT_MAX_BYTES)
+    api_keys: dict[str, str] = Field({}, description="agents' API key hash → account")
+    ingest_keys: list[str] = Field([], description="hashes of the services' ingest keys (POST /v1/records)")
+    pipeline_keys: list[str] = Field([], description="hashes of the pipeline's keys (pull, known issues)")
+    rate_limit_per_account: int = Field(600, ge=0, description="submissions per minute; 0 = no limit")
+    rate_limit_per_ip: int = Field(1200, ge=0, description="submissions per minute; 0 = no limit")
+
+    @field_validator("api_keys", "ingest_keys", "pipeline_keys")
+    @classmethod
+    def _hashed(cls, value: dict[str, str] | list[str]) -> dict[str, str] | list[str]:
+        for key in value:
+            if not (key.startswith("sha256:") and len(key) == 71):
+                raise ValueError("keys are stored hashed: write sha256:<64 hex digits> (collector hash-key)")
+        return value
+
+
 class _SourceBase(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$", description="the collector name records carry")
     dialect: str = "auto"
@@ -95,13 +118,30 @@ class SqlTableConfig(_SourceBase):
     dialect: str = "session"
 
 
-SourceConfig = Annotated[FileDropConfig | SqlTableConfig, Field(discriminator="kind")]
+class HttpCollectorConfig(_SourceBase):
+    """A collector's pull API (``GET /v1/records``), read with a pipeline key."""
+
+    kind: Literal["http"]
+    url: str = Field(pattern=r"^https?://")
+    key_env: str = Field(description="environment variable that holds the pipeline key")
+    page_size: int = Field(500, ge=1, le=1000)
+    retries: int = Field(4, ge=0, le=10, description="retries of 429, 5xx and connection failures")
+
+    def key(self) -> str:
+        value = os.environ.get(self.key_env)
+        if not value:
+            raise ConfigError(f"source {self.name!r}: set {self.key_env} to this collector's pipeline key")
+        return value
+
+
+SourceConfig = Annotated[FileDropConfig | SqlTableConfig | HttpCollectorConfig, Field(discriminator="kind")]
 
 
 class Config(_Strict):
     warehouse: WarehouseConfig = WarehouseConfig()
     ingest: IngestConfig = IngestConfig()
     privacy: PrivacyConfig = PrivacyConfig()
+    collector: CollectorConfig = CollectorConfig()
     sources: list[SourceConfig] = []
 
     @field_validator("sources")
@@ -134,7 +174,7 @@ def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
 
 def _format(error: ValidationError, origin: str) -> str:
     first = error.errors()[0]
-    path = ".".join(str(p) for p in first["loc"] if p not in ("files", "sql"))
+    path = ".".join(str(p) for p in first["loc"] if p not in ("files", "sql", "http"))
     message = first["msg"].removeprefix("Value error, ")
     more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
     return f"{origin}: {path}: {message[0].lower()}{message[1:]}{more}"
@@ -148,7 +188,10 @@ def _resolve(config: Config, base: Path) -> Config:
     return config.model_copy(
         update={
             "warehouse": config.warehouse.model_copy(update={"path": absolute(config.warehouse.path)}),
-            "sources": [s.model_copy(update={"path": absolute(s.path)}) for s in config.sources],
+            "collector": config.collector.model_copy(update={"db": absolute(config.collector.db)}),
+            "sources": [
+                s.model_copy(update={"path": absolute(s.path)}) if hasattr(s, "path") else s for s in config.sources
+            ],
         }
     )
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .collector.client import CollectorError
 from .config import Config
 from .processing import RawItem
 from .pseudonymise import Pseudonymiser
@@ -85,7 +86,7 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
                 source = open_source(source_config, config.ingest.batch_size)
                 try:
                     _ingest_source(source, config, warehouse, stager, pseudonymise, run_id, summary, on_batch)
-                except (OSError, ValueError) as exc:
+                except (OSError, ValueError, CollectorError) as exc:
                     summary.errors.append(f"{source.name}: {exc}")
     finally:
         stager.close()

@@ -27,6 +27,10 @@ class Pseudonymiser:
         self._cache: dict[str, str] = {}
 
     def __call__(self, account: str) -> str:
+        """The account's pseudonym; one that already is a pseudonym (a collector pseudonymised
+        it with the same key) is kept, so every path to the warehouse gives the same value."""
+        if is_pseudonym(account):
+            return account
         pseudonym = self._cache.get(account)
         if pseudonym is None:
             digest = hmac.new(self._key, account.encode("utf-8", errors="surrogatepass"), hashlib.sha256)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..config import FileDropConfig, SqlTableConfig
+from ..config import FileDropConfig, HttpCollectorConfig, SqlTableConfig
 from ..processing import RawItem
 from ..readers import LineBlock
 
@@ -36,10 +36,13 @@ class Source(Protocol):
     def batches(self, cursors: dict[str, str]) -> Iterator[Batch]: ...
 
 
-def open_source(config: FileDropConfig | SqlTableConfig, batch_size: int = 10_000) -> Source:
+def open_source(config: FileDropConfig | SqlTableConfig | HttpCollectorConfig, batch_size: int = 10_000) -> Source:
     from .files import FileDrop
+    from .http import HttpCollector
     from .sql_table import SqlTable
 
     if isinstance(config, FileDropConfig):
         return FileDrop(config, batch_size)
+    if isinstance(config, HttpCollectorConfig):
+        return HttpCollector(config, batch_size)
     return SqlTable(config, batch_size)

@@ -1,0 +1,92 @@
+"""The pipeline's side of a collector: pull pages of records, put known issues.
+
+Retries 429 and 5xx (and connection failures) with exponential backoff that honours
+Retry-After; a wrong key or an unreachable collector becomes one clear :class:`CollectorError`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+
+class CollectorError(RuntimeError):
+    """The collector refused, or could not be reached after the retries."""
+
+
+class CollectorClient:
+    def __init__(
+        self, url: str, key: str, *, retries: int = 4, backoff: float = 0.5, timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        self._http = httpx.Client(
+            base_url=self.url, timeout=timeout, headers={"authorization": f"Bearer {key}"}, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> CollectorClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pull(self, after: str | None, limit: int) -> dict[str, Any]:
+        """One page: ``{"records", "next_cursor", "has_more"}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if after:
+            params["after"] = after
+        return self._request("GET", "/v1/records", params=params).json()
+
+    def put_known_issue(self, issue: dict[str, Any], match: dict[str, Any]) -> None:
+        self._request("PUT", f"/v1/known-issues/{issue['id']}", json={**issue, "match": match})
+
+    def delete_known_issue(self, issue_id: str) -> None:
+        self._request("DELETE", f"/v1/known-issues/{issue_id}", allow={404})
+
+    def _request(self, method: str, path: str, allow: frozenset[int] | set[int] = frozenset(), **kwargs: Any) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise CollectorError(f"collector {self.url} is unreachable: {exc}") from None
+                time.sleep(self.backoff * 2**attempt)
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                if attempt == self.retries:
+                    raise CollectorError(f"collector {self.url} answered {response.status_code} {path}; gave up after {attempt + 1} tries")
+                time.sleep(_retry_after(response) or self.backoff * 2**attempt)
+                continue
+            if response.status_code in (401, 403):
+                raise CollectorError(f"collector {self.url} refused the key ({response.status_code}): check the pipeline key")
+            if response.status_code >= 400 and response.status_code not in allow:
+                raise CollectorError(f"collector {self.url} answered {response.status_code} to {method} {path}: {response.text[:200]}")
+            return response
+        raise AssertionError("unreachable")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return min(float(value), 60.0) if value else None
+    except ValueError:
+        return None
+
+
+def send_known_issue(collectors: list[CollectorClient], issue: dict[str, Any], match: dict[str, Any]) -> list[str]:
+    """The known_issue sink: PUT the issue to every collector that supplied records for it;
+    returns the errors (one line per collector that could not be updated)."""
+    errors = []
+    for client in collectors:
+        try:
+            client.put_known_issue(issue, match)
+        except CollectorError as exc:
+            errors.append(str(exc))
+    return errors

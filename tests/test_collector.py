@@ -1,0 +1,230 @@
+"""The collector, over real HTTP on 127.0.0.1: agents, services and the pipeline."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from backloop import FeedbackClient, FeedbackHandler, forward_to, validate_ack
+
+from feedback_insights.collector.client import CollectorClient
+from feedback_insights.config import Config, HttpCollectorConfig, PrivacyConfig, WarehouseConfig
+from feedback_insights.ingest import ingest
+from feedback_insights.processing import process
+from feedback_insights.sources import open_source
+from feedback_insights.warehouse import Warehouse
+
+from .collector_server import (
+    AGENT_KEY,
+    HMAC_KEY,
+    INGEST_KEY,
+    PIPELINE_KEY,
+    RunningCollector,
+    running_collector,
+)
+from .test_dialects import AFS_SNAKE, SEP_PARAMS
+
+SUBMISSION = {
+    "type": "missing_capability",
+    "goal": "Find companies currently hiring GTM engineers",
+    "endpoint": "/companies/search",
+    "method": "GET",
+    "message": "No hiring-role filter is available on /companies/search",
+    "outcome": "blocked",
+    "session_id": "sess_42",
+}
+PIPE = {"authorization": f"Bearer {PIPELINE_KEY}"}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RunningCollector]:
+    with running_collector(tmp_path) as running:
+        yield running
+
+
+def post(server: RunningCollector, path: str, body: Any, **headers: str) -> httpx.Response:
+    return httpx.post(server.url + path, content=json.dumps(body), headers={"content-type": "application/json", **headers})
+
+
+def pull_all(server: RunningCollector) -> list[dict[str, Any]]:
+    records, after = [], None
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        while True:
+            page = client.pull(after, 2)
+            records += page["records"]
+            after = page["next_cursor"]
+            if not page["has_more"]:
+                return records
+
+
+def test_discovery_and_the_link_header_on_errors(server: RunningCollector) -> None:
+    doc = httpx.get(server.url + "/.well-known/agent-feedback").json()
+    assert doc == {"spec_version": "0.1", "endpoint": server.url + "/feedback", "types": doc["types"],
+                   "max_bytes": 16384, "auth": "optional"}
+    assert "missing_capability" in doc["types"]
+    for response in (httpx.get(server.url + "/nope"), post(server, "/feedback", {"type": "bug"}),
+                     httpx.get(server.url + "/v1/records")):
+        assert response.status_code >= 400
+        assert response.headers["link"] == '</feedback>; rel="agent-feedback"'
+    assert "/feedback" in httpx.get(server.url + "/openapi.json").json()["paths"]
+
+
+def test_submissions_are_acknowledged_and_checked(server: RunningCollector) -> None:
+    ack = post(server, "/feedback", SUBMISSION, authorization=f"Bearer {AGENT_KEY}")
+    assert ack.status_code == 202 and validate_ack(ack.json()).valid
+    retry = post(server, "/feedback", SUBMISSION, authorization=f"Bearer {AGENT_KEY}")
+    assert retry.status_code == 202 and retry.json()["id"] == ack.json()["id"]
+
+    bad = post(server, "/feedback", {**SUBMISSION, "severity": "high", "type": "feature_request"})
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert error["code"] == "invalid_feedback"
+    assert {d["path"] for d in error["details"]} == {"severity", "type"}
+    assert post(server, "/feedback", {**SUBMISSION, "message": "x" * 17_000}).status_code == 413
+    wrong_type = httpx.post(server.url + "/feedback", content=b"{}", headers={"content-type": "text/plain"})
+    assert wrong_type.status_code == 415
+    not_json = httpx.post(server.url + "/feedback", content=b"{", headers={"content-type": "application/json"})
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "invalid_json"
+
+
+def test_every_dialect_is_accepted_and_pulled_back_scrubbed(server: RunningCollector) -> None:
+    leaky = {**SUBMISSION, "session_id": "s2", "message": "Token sk-proj-" + "a1B2" * 12 + " failed for jane@example.com"}
+    assert post(server, "/feedback", leaky, authorization=f"Bearer {AGENT_KEY}").status_code == 202
+    camel = {{"tool_name": "toolName", "satisfaction_score": "satisfactionScore"}.get(k, k): v for k, v in AFS_SNAKE.items()}
+    assert post(server, "/api/v1/feedback", camel).status_code == 202
+    assert post(server, "/api/mcp/feedback", SEP_PARAMS).status_code == 202
+    rpc = post(server, "/api/mcp/feedback", {"jsonrpc": "2.0", "id": 9, "method": "feedback/submit", "params": SEP_PARAMS})
+    assert rpc.status_code == 200 and rpc.json()["id"] == 9 and rpc.json()["result"]["accepted"] is True
+    bad_rpc = post(server, "/api/mcp/feedback", {"jsonrpc": "2.0", "id": 1, "method": "feedback/other", "params": SEP_PARAMS})
+    assert bad_rpc.status_code == 400 and bad_rpc.json()["error"]["details"][0]["path"] == "method"
+
+    records = pull_all(server)
+    assert len(records) == 4
+    text = json.dumps(records)
+    assert "sk-proj-" not in text and "jane@example.com" not in text and "customer-1" not in text
+    assert records[0]["account"].startswith("acct_") and records[0]["service"] == "acme-companies-api"
+    assert [r["source"] for r in records] == ["http", "http", "mcp", "mcp"]
+
+
+def test_auth_required_and_rate_limits(tmp_path: Path) -> None:
+    with running_collector(tmp_path, auth="required", rate_limit_per_account=2) as server:
+        assert post(server, "/feedback", SUBMISSION).status_code == 401
+        assert post(server, "/feedback", SUBMISSION, authorization="Bearer wrong").status_code == 401
+        statuses = [post(server, "/feedback", {**SUBMISSION, "session_id": f"s{i}"},
+                         authorization=f"Bearer {AGENT_KEY}").status_code for i in range(3)]
+        assert statuses == [202, 202, 429]
+        limited = post(server, "/feedback", SUBMISSION, authorization=f"Bearer {AGENT_KEY}")
+        assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 60
+
+
+def test_services_forward_records_in_batches(server: RunningCollector) -> None:
+    record = {"id": "fb_svc_1", "received_at": "2026-11-02T10:00:00Z", "service": "orbit-mcp",
+              "account": "acct_raw_9", "source": "sdk", "feedback": SUBMISSION}
+    assert post(server, "/v1/records", {"records": [record]}).status_code == 401
+    answer = post(server, "/v1/records", {"records": [record, record, {**record, "id": "fb_svc_2", "feedback": {"type": "x"}}]},
+                  authorization=f"Bearer {INGEST_KEY}")
+    results = answer.json()["results"]
+    assert [r["status"] for r in results] == ["accepted", "duplicate", "rejected"]
+    assert {d["path"] for d in results[2]["error"]["details"]} >= {"feedback.type", "feedback.goal"}
+    too_many = post(server, "/v1/records", {"records": [record] * 101}, authorization=f"Bearer {INGEST_KEY}")
+    assert too_many.status_code == 400
+
+
+def test_pull_pages_never_miss_or_repeat_while_writes_continue(server: RunningCollector) -> None:
+    seen: list[str] = []
+    after = None
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        for i in range(12):
+            post(server, "/feedback", {**SUBMISSION, "session_id": f"w{i}"})
+            page = client.pull(after, 3)
+            seen += [r["id"] for r in page["records"]]
+            after = page["next_cursor"]
+        while (page := client.pull(after, 3))["records"]:
+            seen += [r["id"] for r in page["records"]]
+            after = page["next_cursor"]
+    assert len(seen) == len(set(seen)) == 12
+    bad = httpx.get(server.url + "/v1/records", params={"after": "garbage!"}, headers=PIPE)
+    assert bad.status_code == 400
+
+
+def test_a_known_issue_is_returned_to_the_next_matching_agent(server: RunningCollector) -> None:
+    first = post(server, "/feedback", SUBMISSION).json()
+    issue = {"id": "iss_hiring_role", "title": "Add hiring-role filter to /companies/search", "status": "planned",
+             "url": "https://github.com/acme/api/issues/412", "workaround": "Search /jobs?role=... and join on company_id"}
+    match = {"record_ids": [first["id"]],
+             "fingerprints": [{"service": "acme-companies-api", "tool": "/companies/search", "terms": ["hiring"]}]}
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        client.put_known_issue(issue, match)
+    again = post(server, "/feedback", {**SUBMISSION, "session_id": "other", "message": "Can't filter by hiring role"})
+    assert again.status_code == 202 and again.json()["known_issue"] == issue
+    unrelated = post(server, "/feedback", {**SUBMISSION, "session_id": "x", "endpoint": "/jobs", "message": "slow"})
+    assert "known_issue" not in unrelated.json()
+    listed = httpx.get(server.url + "/v1/known-issues", headers=PIPE).json()["known_issues"]
+    assert listed == [{**issue, "match": match}]
+    bad = httpx.put(server.url + "/v1/known-issues/other", json={**issue, "status": "done"}, headers=PIPE)
+    assert bad.status_code == 400 and {d["path"] for d in bad.json()["error"]["details"]} == {"status"}
+    assert httpx.delete(server.url + "/v1/known-issues/iss_hiring_role", headers=PIPE).status_code == 204
+    assert "known_issue" not in post(server, "/feedback", {**SUBMISSION, "session_id": "y"}).json()
+
+
+def test_the_afp_sdk_client_and_forwarding_service_interoperate(server: RunningCollector) -> None:
+    issue = {"id": "iss_1", "title": "Hiring-role filter", "status": "in_progress"}
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        client.put_known_issue(issue, {"fingerprints": [{"terms": ["hiring-role"]}]})
+    # An agent: discovers the endpoint, submits, and is told the problem is known.
+    agent = FeedbackClient.from_discovery(server.url, api_key=AGENT_KEY, session_id="sdk-run-1")
+    assert agent is not None
+    ack = agent.submit({"type": "missing_capability", "goal": "Find GTM hiring", "message": "No hiring-role filter"})
+    assert ack["known_issue"] == issue
+    # A service: its own FeedbackHandler forwards each record to our POST /v1/records.
+    handler = FeedbackHandler(forward_to(server.url, ingest_key=INGEST_KEY), service="orbit-mcp", rate_limit=None)
+    status, body, _ = handler.handle_submit(json.dumps(SUBMISSION), "application/json", account="acct_svc_7")
+    assert status == 202 and body["known_issue"] == issue
+    records = pull_all(server)
+    assert [r["service"] for r in records] == ["acme-companies-api", "orbit-mcp"]
+
+
+def test_the_pipeline_pulls_each_record_once_even_after_a_crash(tmp_path: Path, server: RunningCollector,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(7):
+        post(server, "/feedback", {**SUBMISSION, "session_id": f"p{i}"}, authorization=f"Bearer {AGENT_KEY}")
+    monkeypatch.setenv("COLLECTOR_KEY", PIPELINE_KEY)
+    config = Config(
+        warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+        privacy=PrivacyConfig(hmac_key=HMAC_KEY),
+        sources=[HttpCollectorConfig(kind="http", name="acme", url=server.url, key_env="COLLECTOR_KEY", page_size=3)],
+    )
+    with Warehouse(config.warehouse.path) as wh:
+        # A run stores the first page and dies before its cursor moves...
+        first = next(iter(open_source(config.sources[0]).batches({})))
+        processed = process(first.items, collector="acme", source_uri=first.source_uri,
+                            received_at="2026-11-30T00:00:00Z", pseudonymise=lambda a: a)
+        wh.store_batch(processed, collector="acme", source_uri=first.source_uri, run_id=wh.start_run())
+        assert wh.cursors("acme") == {}
+        # ...the next run pulls that page again: nothing doubled, nothing missing.
+        summary = ingest(config, wh)
+        assert (summary.counts.new, summary.counts.already) == (4, 3)
+        assert wh.con.execute("SELECT count(*), count(DISTINCT id) FROM records").fetchone() == (7, 7)
+        post(server, "/feedback", {**SUBMISSION, "session_id": "late"})
+        assert ingest(config, wh).counts.new == 1
+        accounts = {a for (a,) in wh.con.execute("SELECT DISTINCT account FROM records WHERE account IS NOT NULL").fetchall()}
+    assert len(accounts) == 1 and accounts.pop().startswith("acct_")
+
+
+def test_a_wrong_key_or_a_dead_collector_is_one_clear_error(tmp_path: Path, server: RunningCollector,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WRONG", "nope")
+    config = Config(
+        warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+        privacy=PrivacyConfig(hmac_key="k"),
+        sources=[HttpCollectorConfig(kind="http", name="a", url=server.url, key_env="WRONG"),
+                 HttpCollectorConfig(kind="http", name="b", url="http://127.0.0.1:9", key_env="WRONG", retries=1)],
+    )
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+    assert summary.errors[0] == f"a: collector {server.url} refused the key (401): check the pipeline key"
+    assert summary.errors[1].startswith("b: collector http://127.0.0.1:9 is unreachable")
