@@ -55,7 +55,7 @@ OUTCOME_CLASS = {
 #: (in-session complaints, RFC-026 thumbs).
 SOURCES = ("agent_authored", "agent_solicited", "server_observed", "runtime_observed", "human_authored")
 
-_SEPARATORS = re.compile(r"[\s\-./]+")
+_SEPARATORS = re.compile(r"[\s\-./_]+")
 
 LANE_SYNONYMS = {
     "bug": "bug_or_failure",
@@ -167,12 +167,12 @@ def near_miss(value: object, allowed: tuple[str, ...], synonyms: dict[str, str])
     if not isinstance(value, str):
         return None
     folded = fold(value)
-    if folded in allowed:
-        return folded
-    mapped = synonyms.get(folded)
-    if mapped is None and folded.endswith("s"):
-        mapped = synonyms.get(folded[:-1])
-    return mapped
+    for candidate in (folded, folded[:-1] if folded.endswith("s") else None):
+        if candidate in allowed:
+            return candidate
+        if candidate in synonyms:
+            return synonyms[candidate]
+    return None
 
 
 #: Lane of a report by its category when the dialect gives no lane. Categories whose lane
@@ -202,3 +202,14 @@ def derive_lane(category: str | None, outcome: str | None, positive: bool = Fals
     if outcome is not None and OUTCOME_CLASS.get(outcome) == "failed":
         return "bug_or_failure"
     return "friction"
+
+
+def near_miss_pattern(allowed: tuple[str, ...], synonyms: dict[str, str]) -> str:
+    """An ECMA-262 regex (as JSON Schema ``pattern`` wants) for exactly the strings
+    :func:`near_miss` accepts: any case, any run of separators between words, a plural ``s``."""
+    def word(folded: str) -> str:
+        parts = ("".join(f"[{c}{c.upper()}]" if c.isalpha() else re.escape(c) for c in part) for part in folded.split("_"))
+        return r"[\s\-./_]+".join(parts)
+
+    words = sorted(set(allowed) | set(synonyms), key=len, reverse=True)
+    return r"^[\s\-./_]*(?:" + "|".join(word(w) for w in words) + r")[sS]?[\s\-./_]*$"

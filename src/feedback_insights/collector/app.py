@@ -8,17 +8,17 @@ request is logged as one JSON line with no feedback text in it.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 
 from .. import dialects
 from ..config import CollectorConfig
@@ -29,6 +29,7 @@ from ..pseudonymise import Pseudonymiser
 from ..resources import schemas_dir
 from ..schema_compiler import SchemaSet
 from ..scrub import Redactor
+from . import openapi
 from .matching import KnownIssues
 from .store import Store
 
@@ -148,17 +149,12 @@ class Collector:
 
 
 def _cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode().rstrip("=")
+    """Opaque to consumers; a commit sequence number underneath."""
+    return f"c{seq}"
 
 
-def _seq(cursor: str | None) -> int | None:
-    if not cursor:
-        return 0
-    try:
-        kind, _, value = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().partition(":")
-        return int(value) if kind == "seq" and int(value) >= 0 else None
-    except (ValueError, UnicodeDecodeError):
-        return None
+def _seq(cursor: str | None) -> int:
+    return int(cursor[1:]) if cursor else 0
 
 
 def create_app(collector: Collector) -> FastAPI:
@@ -168,6 +164,12 @@ def create_app(collector: Collector) -> FastAPI:
         version="0.1.0",
     )
     config = collector.config
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        """Query and path mistakes in the AFP error shape, like body mistakes."""
+        details = [{"path": ".".join(str(p) for p in e["loc"][1:]), "message": e["msg"]} for e in exc.errors()]
+        return error(400, "invalid_request", "; ".join(f"{d['path']}: {d['message']}" for d in details), details)
 
     @app.middleware("http")
     async def log_and_link(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -225,7 +227,10 @@ def create_app(collector: Collector) -> FastAPI:
             return json_response({"jsonrpc": "2.0", "id": rpc_id, "result": {"accepted": True, **ack}})
         return json_response(ack, 202)
 
-    @app.get("/.well-known/agent-feedback", tags=["agents"])
+    ack = openapi.schema("afp/ack.schema.json")
+    agent_errors = (400, 401, 413, 415, 429)
+
+    @app.get("/.well-known/agent-feedback", tags=["agents"], responses=openapi.answers({200: ("Discovery document", openapi.DISCOVERY)}, ()))
     async def discovery(request: Request) -> Response:
         """The AFP discovery document (§2)."""
         return json_response({
@@ -233,22 +238,28 @@ def create_app(collector: Collector) -> FastAPI:
             "types": FEEDBACK_TYPES, "max_bytes": config.max_bytes, "auth": config.auth,
         })
 
-    @app.post("/feedback", status_code=202, tags=["agents"])
+    @app.post("/feedback", status_code=202, tags=["agents"], openapi_extra=openapi.json_body(openapi.schema("afp/feedback.schema.json")),
+              responses=openapi.answers({202: ("Accepted", ack)}, agent_errors))
     async def feedback(request: Request) -> Response:
         """Submit AFP feedback (§3)."""
         return await submit(request, "afp", "http")
 
-    @app.post("/api/v1/feedback", status_code=202, tags=["agents"])
+    @app.post("/api/v1/feedback", status_code=202, tags=["agents"], openapi_extra=openapi.json_body(openapi.afs_body()),
+              responses=openapi.answers({202: ("Accepted", ack)}, agent_errors))
     async def afs_feedback(request: Request) -> Response:
         """Submit an Agent Feedback Spec v1 report (snake_case or camelCase)."""
         return await submit(request, "afs", "http")
 
-    @app.post("/api/mcp/feedback", status_code=202, tags=["agents"])
+    sep = {"oneOf": [openapi.schema("sep2369.schema.json"), openapi.schema("sep2369-envelope.schema.json")]}
+
+    @app.post("/api/mcp/feedback", status_code=202, tags=["agents"], openapi_extra=openapi.json_body(sep),
+              responses=openapi.answers({202: ("Accepted", ack), 200: ("JSON-RPC result", openapi.JSONRPC_RESULT)}, agent_errors))
     async def mcp_feedback(request: Request) -> Response:
         """Submit MCP SEP-2369 feedback, bare (202) or JSON-RPC enveloped (answered in JSON-RPC)."""
         return await submit(request, "afs", "mcp")
 
-    @app.post("/v1/records", tags=["services"])
+    @app.post("/v1/records", tags=["services"], openapi_extra=openapi.json_body(openapi.schema("collector/records_request.schema.json")),
+              responses=openapi.answers({200: ("One result per record", openapi.RECORD_RESULTS)}, (400, 401, 413, 415)))
     async def ingest_records(request: Request) -> Response:
         """AFP §5.1: a service forwards 1 to 100 records with its ingest key; each gets
         accepted, duplicate or rejected, with the known issue it belongs to."""
@@ -279,18 +290,23 @@ def create_app(collector: Collector) -> FastAPI:
             results.append(result)
         return json_response({"results": results})
 
-    @app.get("/v1/records", tags=["pipeline"])
-    async def pull(request: Request, after: str | None = None, limit: int = 500) -> Response:
+    @app.get("/v1/records", tags=["pipeline"],
+             responses=openapi.answers({200: ("A page", openapi.schema("collector/records_page.schema.json"))}, (400, 401)))
+    async def pull(
+        request: Request,
+        after: Annotated[str | None, Query(pattern=r"^c[0-9]{1,18}$", description="next_cursor of the last page")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+    ) -> Response:
         """Records in commit order after a cursor (see schemas/collector/records_page.schema.json)."""
         if not collector.has_role(request, config.pipeline_keys):
             return error(401, "unauthorized", "A valid pipeline key is required")
-        seq = _seq(after)
-        if seq is None or not 1 <= limit <= 1000:
-            return error(400, "invalid_request", "after must be a cursor from this collector; limit 1-1000")
-        records, last = collector.store.page(seq, limit)
+        records, last = collector.store.page(_seq(after), limit)
         return json_response({"records": records, "next_cursor": _cursor(last), "has_more": collector.store.has_more(last)})
 
-    @app.put("/v1/known-issues/{issue_id}", tags=["pipeline"])
+    known_issue = openapi.schema("collector/known_issue.schema.json")
+
+    @app.put("/v1/known-issues/{issue_id}", tags=["pipeline"], openapi_extra=openapi.json_body(known_issue),
+             responses=openapi.answers({200: ("Replaced", known_issue), 201: ("Created", known_issue)}, (400, 401, 413, 415)))
     async def put_known_issue(issue_id: str, request: Request) -> Response:
         """Create or replace a known issue and how to recognise it."""
         if not collector.has_role(request, config.pipeline_keys):
@@ -308,13 +324,16 @@ def create_app(collector: Collector) -> FastAPI:
         collector.known = KnownIssues(collector.store.known_issues())
         return json_response({**body, "match": match}, 201 if created else 200)
 
-    @app.get("/v1/known-issues", tags=["pipeline"])
+    listing = {"type": "object", "required": ["known_issues"], "properties": {"known_issues": {"type": "array", "items": known_issue}}}
+
+    @app.get("/v1/known-issues", tags=["pipeline"], responses=openapi.answers({200: ("All known issues", listing)}, (401,)))
     async def list_known_issues(request: Request) -> Response:
         if not collector.has_role(request, config.pipeline_keys):
             return error(401, "unauthorized", "A valid pipeline key is required")
         return json_response({"known_issues": [{**issue, "match": match} for issue, match in collector.store.known_issues()]})
 
-    @app.delete("/v1/known-issues/{issue_id}", status_code=204, tags=["pipeline"])
+    @app.delete("/v1/known-issues/{issue_id}", status_code=204, tags=["pipeline"],
+                responses=openapi.answers({204: ("Deleted", None)}, (401, 404)))
     async def delete_known_issue(issue_id: str, request: Request) -> Response:
         if not collector.has_role(request, config.pipeline_keys):
             return error(401, "unauthorized", "A valid pipeline key is required")

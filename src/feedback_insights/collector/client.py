@@ -7,7 +7,7 @@ Retry-After; a wrong key or an unreachable collector becomes one clear :class:`C
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -31,7 +31,7 @@ class CollectorClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> CollectorClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
