@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +15,7 @@ import httpx
 import pytest
 from backloop import FeedbackClient, FeedbackHandler, forward_to, validate_ack
 
-from feedback_insights.collector.client import CollectorClient
+from feedback_insights.collector.client import CollectorClient, CollectorError, send_known_issue
 from feedback_insights.config import Config, HttpCollectorConfig, PrivacyConfig, WarehouseConfig
 from feedback_insights.ingest import ingest
 from feedback_insights.processing import process
@@ -228,3 +232,62 @@ def test_a_wrong_key_or_a_dead_collector_is_one_clear_error(tmp_path: Path, serv
         summary = ingest(config, wh)
     assert summary.errors[0] == f"a: collector {server.url} refused the key (401): check the pipeline key"
     assert summary.errors[1].startswith("b: collector http://127.0.0.1:9 is unreachable")
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    """A real HTTP server that answers 429 (with Retry-After), then 503, then the page."""
+
+    answers: list[tuple[int, dict[str, str]]] = []
+    seen: list[float] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.seen.append(time.monotonic())
+        status, headers = self.answers.pop(0) if self.answers else (200, {})
+        body = b'{"records": [], "next_cursor": "c0", "has_more": false}' if status == 200 else b"{}"
+        self.send_response(status)
+        for name, value in {"content-type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+def test_the_client_retries_429_and_5xx_honouring_retry_after() -> None:
+    _Flaky.answers = [(429, {"retry-after": "1"}), (503, {})]
+    _Flaky.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with CollectorClient(f"http://127.0.0.1:{server.server_port}", "k", backoff=0.05) as client:
+            assert client.pull(None, 10)["next_cursor"] == "c0"
+        assert len(_Flaky.seen) == 3
+        assert _Flaky.seen[1] - _Flaky.seen[0] >= 0.95  # waited as told
+        _Flaky.answers = [(503, {})] * 3
+        with CollectorClient(f"http://127.0.0.1:{server.server_port}", "k", retries=2, backoff=0.01) as client:
+            with pytest.raises(CollectorError, match="answered 503 /v1/records; gave up after 3 tries"):
+                client.pull(None, 10)
+    finally:
+        server.shutdown()
+
+
+def test_requests_are_logged_as_json_lines_without_feedback_text(server: RunningCollector,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="feedback_insights.collector"):
+        post(server, "/feedback", {**SUBMISSION, "message": "very private words here"})
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "feedback_insights.collector"]
+    assert lines and lines[-1]["path"] == "/feedback" and lines[-1]["status"] == 202
+    assert set(lines[-1]) == {"method", "path", "status", "ms", "ip"}
+    assert "private" not in caplog.text
+
+
+def test_the_known_issue_sink_reaches_every_collector(tmp_path: Path) -> None:
+    issue = {"id": "iss_2", "title": "Cursor repeats on page 2", "status": "acknowledged"}
+    with running_collector(tmp_path / "a") as first, running_collector(tmp_path / "b") as second:
+        clients = [CollectorClient(first.url, PIPELINE_KEY), CollectorClient(second.url, "wrong-key")]
+        errors = send_known_issue(clients, issue, {"record_ids": ["fb_1"]})
+        for client in clients:
+            client.close()
+        assert [i["id"] for i in httpx.get(first.url + "/v1/known-issues", headers=PIPE).json()["known_issues"]] == ["iss_2"]
+        assert errors == [f"collector {second.url} refused the key (401): check the pipeline key"]
