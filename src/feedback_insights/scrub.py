@@ -21,7 +21,7 @@ import functools
 import ipaddress
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,9 +50,25 @@ class Detector:
     pattern: re.Pattern[str]
     group: int | str = 0
     valid: Callable[[re.Match[str]], bool | tuple[int, int] | None] | None = None
+    #: Where a match can start: ``pattern`` is then tried only there. For rules that begin
+    #: with a long case-insensitive alternation, which Python's engine tries at every position.
+    starts: Callable[[str], list[int]] | None = None
+
+    def matches(self, text: str) -> Iterator[re.Match[str]]:
+        if self.starts is None:
+            yield from self.pattern.finditer(text)
+            return
+        end = 0
+        for start in self.starts(text):
+            if start < end:
+                continue
+            match = self.pattern.match(text, start)
+            if match:
+                end = match.end()
+                yield match
 
     def find(self, text: str, out: list[Finding]) -> None:
-        for match in self.pattern.finditer(text):
+        for match in self.matches(text):
             start, end = match.span(self.group)
             if start < 0 or end <= start or text.startswith("[REDACTED:", start):
                 continue
@@ -244,6 +260,29 @@ _KEY_VALUE = re.compile(
     _I,
 )
 
+#: How every secret word begins: where a "key: value" match can start.
+_SECRET_WORD_STEMS = (
+    "api", "x-", "access", "secret", "client", "private", "refresh", "id", "auth", "session", "bearer", "token",
+    "pass", "pwd", "cred", "subscription", "signing", "set-", "cookie", "jsession", "phpsess", "sess", "sig",
+)
+
+
+def _secret_word_starts(text: str) -> list[int]:
+    """Positions, in order, where a secret word may start: a stem at the start of a word or of
+    a ``_``/``-`` segment. ``str.find`` scans in C, far faster than the regex would."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # lower-casing changed offsets (rare): try everywhere
+        return list(range(len(text)))
+    found = set()
+    for stem in _SECRET_WORD_STEMS:
+        at = lowered.find(stem)
+        while at != -1:
+            if at == 0 or not lowered[at - 1].isalnum():
+                found.add(at)
+            at = lowered.find(stem, at + 1)
+    return sorted(found)
+
+
 _PRIVATE_KEY = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
 _WEBHOOK = r"https://(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks|outlook\.office\.com/webhook)/[^\s\"'<>]+"
 
@@ -298,6 +337,7 @@ DETECTORS: tuple[Detector, ...] = (
         _KEY_VALUE,
         "v",
         _value_ok,
+        _secret_word_starts,
     ),
     Detector(
         "email",

@@ -8,6 +8,7 @@ committed behind it, nor sees one twice.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,27 @@ class Store:
         self.con.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes
         self.con.execute("PRAGMA busy_timeout=5000")
         self.con.executescript(_SCHEMA)
+        # A checkpoint inside a request stalls every request behind it (up to ~10 ms); copy
+        # the log into the database from a thread with its own connection instead.
+        self.con.execute("PRAGMA wal_autocheckpoint=0")
+        self._stop = threading.Event()
+        self._checkpointer = threading.Thread(target=self._checkpoint_loop, args=(str(path),), daemon=True)
+        if str(path) != ":memory:":
+            self._checkpointer.start()
+
+    def _checkpoint_loop(self, path: str, every: float = 1.0) -> None:
+        con = sqlite3.connect(path, isolation_level=None)
+        try:
+            while not self._stop.wait(every):
+                con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            con.close()
 
     def close(self) -> None:
+        self._stop.set()
+        if self._checkpointer.is_alive():
+            self._checkpointer.join(timeout=5)
         self.con.close()
 
     def add(self, record: dict[str, Any], dedupe_key: str | None) -> tuple[str, bool]:
