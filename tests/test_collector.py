@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -237,10 +237,10 @@ def test_a_wrong_key_or_a_dead_collector_is_one_clear_error(tmp_path: Path, serv
 class _Flaky(BaseHTTPRequestHandler):
     """A real HTTP server that answers 429 (with Retry-After), then 503, then the page."""
 
-    answers: list[tuple[int, dict[str, str]]] = []
-    seen: list[float] = []
+    answers: ClassVar[list[tuple[int, dict[str, str]]]] = []
+    seen: ClassVar[list[float]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.seen.append(time.monotonic())
         status, headers = self.answers.pop(0) if self.answers else (200, {})
         body = b'{"records": [], "next_cursor": "c0", "has_more": false}' if status == 200 else b"{}"

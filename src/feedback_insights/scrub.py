@@ -205,6 +205,9 @@ def looks_like_words(value: str) -> bool:
     return bool(_WORDS.fullmatch(value))
 
 
+_PATH = re.compile(r"(?:/[\w.~{}-]{1,32})+/?(?:\?\S*)?")
+
+
 def _word_start(match: re.Match[str]) -> bool:
     """The match does not begin in the middle of a word ("mytoken: …" is not "token: …")."""
     start = match.start()
@@ -223,8 +226,9 @@ def _value_ok(match: re.Match[str]) -> bool:
     value = match.group("v")
     before_value = text[match.start("v") - 1]
     quoted, attached = before_value in "\"'", before_value in "=:"
-    # "token: /auth?token=abc" names a path, not a credential.
-    if value[0] == "/" or value.startswith("http") or _NOT_SECRET.match(key):
+    # "token: /auth?token=abc" names a path, not a credential (a base64 secret may also start
+    # with "/", but it is one long segment).
+    if _PATH.fullmatch(value) or value.startswith("http") or _NOT_SECRET.match(key):
         return False
     # After "password" even a short value is one ("password is hunter2"), and a quoted or
     # attached one ("password=Swordfish") may be plain letters; "password is required" is prose.
