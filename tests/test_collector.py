@@ -265,9 +265,9 @@ def test_the_client_retries_429_and_5xx_honouring_retry_after() -> None:
         assert len(_Flaky.seen) == 3
         assert _Flaky.seen[1] - _Flaky.seen[0] >= 0.95  # waited as told
         _Flaky.answers = [(503, {})] * 3
-        with CollectorClient(f"http://127.0.0.1:{server.server_port}", "k", retries=2, backoff=0.01) as client:
-            with pytest.raises(CollectorError, match="answered 503 /v1/records; gave up after 3 tries"):
-                client.pull(None, 10)
+        flaky = CollectorClient(f"http://127.0.0.1:{server.server_port}", "k", retries=2, backoff=0.01)
+        with flaky, pytest.raises(CollectorError, match="answered 503 /v1/records; gave up after 3 tries"):
+            flaky.pull(None, 10)
     finally:
         server.shutdown()
 
