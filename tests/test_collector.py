@@ -291,3 +291,11 @@ def test_the_known_issue_sink_reaches_every_collector(tmp_path: Path) -> None:
             client.close()
         assert [i["id"] for i in httpx.get(first.url + "/v1/known-issues", headers=PIPE).json()["known_issues"]] == ["iss_2"]
         assert errors == [f"collector {second.url} refused the key (401): check the pipeline key"]
+
+
+def test_a_failing_store_answers_503_with_retry_after_and_the_link(server: RunningCollector) -> None:
+    server.collector.store.con.close()  # the database goes away under the running server
+    answer = post(server, "/feedback", SUBMISSION)
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "unavailable"
+    assert answer.headers["retry-after"] == "5" and answer.headers["link"] == '</feedback>; rel="agent-feedback"'

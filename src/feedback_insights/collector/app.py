@@ -103,7 +103,7 @@ class LogAndLink:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started, status = time.perf_counter(), 500
+        started, status = time.perf_counter(), 0
 
         async def send_with_link(message: Message) -> None:
             nonlocal status
@@ -113,9 +113,16 @@ class LogAndLink:
                     message["headers"] = [*message.get("headers", []), (b"link", LINK.encode())]
             await send(message)
 
-        await self.app(scope, receive, send_with_link)
+        try:
+            await self.app(scope, receive, send_with_link)
+        except Exception:  # noqa: BLE001 - an agent gets the AFP answer, the operator the trace
+            log.exception("request failed")
+            if status == 0:  # nothing sent yet: answer as AFP says, retry once later
+                failure = error(503, "unavailable", "Feedback could not be stored. Retry once later.",
+                                headers={"retry-after": "5"})
+                await failure(scope, receive, send_with_link)
         client = scope.get("client")
-        log.info(orjson.dumps({
+        log.info(orjson.dumps({  # no body, no query: nothing an agent wrote
             "method": scope["method"], "path": scope["path"], "status": status,
             "ms": round((time.perf_counter() - started) * 1000, 2), "ip": client[0] if client else None,
         }).decode())
@@ -248,7 +255,7 @@ def create_app(collector: Collector) -> FastAPI:
         return json_response(ack, 202)
 
     ack = openapi.schema("afp/ack.schema.json")
-    agent_errors = (400, 401, 413, 415, 429)
+    agent_errors = (400, 401, 413, 415, 429, 503)
 
     @app.get("/.well-known/agent-feedback", tags=["agents"], responses=openapi.answers({200: ("Discovery document", openapi.DISCOVERY)}, ()))
     async def discovery(request: Request) -> Response:

@@ -39,6 +39,7 @@ _ERRORS = {
     413: "Body over the size limit",
     415: "Content-Type is not JSON",
     429: "Rate limited; Retry-After says when to try again",
+    503: "Could not store the report; retry once after Retry-After",
 }
 
 
