@@ -115,7 +115,7 @@ class LogAndLink:
 
         try:
             await self.app(scope, receive, send_with_link)
-        except Exception:  # noqa: BLE001 - an agent gets the AFP answer, the operator the trace
+        except Exception:
             log.exception("request failed")
             if status == 0:  # nothing sent yet: answer as AFP says, retry once later
                 failure = error(503, "unavailable", "Feedback could not be stored. Retry once later.",
