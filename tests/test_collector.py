@@ -213,8 +213,13 @@ def test_the_pipeline_pulls_each_record_once_even_after_a_crash(tmp_path: Path, 
         summary = ingest(config, wh)
         assert (summary.counts.new, summary.counts.already) == (4, 3)
         assert wh.con.execute("SELECT count(*), count(DISTINCT id) FROM records").fetchone() == (7, 7)
+        # Every agent dialect the collector takes arrives in the warehouse as itself.
         post(server, "/feedback", {**SUBMISSION, "session_id": "late"})
-        assert ingest(config, wh).counts.new == 1
+        post(server, "/api/v1/feedback", AFS_SNAKE, authorization=f"Bearer {AGENT_KEY}")
+        post(server, "/api/mcp/feedback", {"jsonrpc": "2.0", "id": 3, "method": "feedback/submit", "params": SEP_PARAMS})
+        assert ingest(config, wh).counts.new == 1 + 1 + len(SEP_PARAMS["items"])
+        dialects = dict(wh.con.execute("SELECT dialect, count(*) FROM records GROUP BY ALL").fetchall())
+        assert dialects == {"afp": 8, "afs": 1, "sep2369": 3}
         accounts = {a for (a,) in wh.con.execute("SELECT DISTINCT account FROM records WHERE account IS NOT NULL").fetchall()}
     assert len(accounts) == 1 and accounts.pop().startswith("acct_")
 

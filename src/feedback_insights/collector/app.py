@@ -245,7 +245,10 @@ def create_app(collector: Collector) -> FastAPI:
         if account:
             envelope["account"] = account
         rpc_id = body.get("id") if module == "sep2369" and dialects.sep2369.is_jsonrpc(body) else None
-        submission = dialects.sep2369.params(body) if module == "sep2369" else body
+        submission = body
+        if module == "sep2369":
+            # service, account and received_at are for a receiver to attach: never an agent's claim.
+            submission = {k: v for k, v in dialects.sep2369.params(body).items() if k not in ("service", "account", "received_at")}
         record_id, _, known = collector.accept({**envelope, "feedback": submission}, module)
         ack = {"id": record_id, "status": "accepted", "received_at": envelope["received_at"]}
         if known:
