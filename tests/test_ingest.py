@@ -292,3 +292,21 @@ def test_worker_processes_store_exactly_what_in_process_ingestion_stores(tmp_pat
     assert serial_counts == pool_counts
     assert serial_counts.new == len(lines) - 2 and serial_counts.retries > 300
     assert serial_rows == pool_rows and serial_q == pool_q
+
+
+def test_odd_but_valid_timestamps_are_stored_and_unstorable_ones_quarantined(tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    lower = {**record(1), "received_at": "2026-10-01t10:00:00z"}
+    offset = {**record(2), "received_at": "2026-10-01T12:00:00+02:00"}
+    far_future = {**SESSION_ROW, "id": "far", "ts": 10**17}
+    write_jsonl(drop / "a.jsonl", [lower, offset, far_future, record(3)])
+    config = files_config(tmp_path, drop)
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        assert (summary.counts.new, summary.counts.quarantined, summary.errors) == (3, 1, [])
+        stamps = dict(rows(wh, "SELECT id, strftime(received_at AT TIME ZONE 'UTC', '%H:%M') FROM records"))
+        assert stamps["fb_1_0"] == "10:00" and stamps["fb_2_0"] == "10:00"
+        (problems,) = rows(wh, "SELECT problems FROM quarantine")[0]
+        assert "could not be normalised" in problems
+        assert rows(wh, "SELECT status FROM ingest_runs") == [("ok",)]

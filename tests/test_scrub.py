@@ -264,3 +264,13 @@ def test_the_prefilter_never_changes_a_result() -> None:
     assert len(texts) > 2000
     for text in texts:
         assert find(text) == find(text, prefilter=False), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["see token: " + "-".join(["A"] * 60) + "!", "a" * 50_000 + "@!", "a@" + "b." * 20_000 + "1", "1 " * 30_000],
+)
+def test_adversarial_text_is_scanned_in_linear_time(text: str) -> None:
+    """Each of these took seconds to hours with a backtracking pattern; now they must simply
+    come back (unchanged: there is nothing to redact)."""
+    assert scrub_text(text) == (text, {})

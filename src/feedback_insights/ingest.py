@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
+
 from .collector.client import CollectorError
 from .config import Config
 from .processing import RawItem
@@ -76,9 +78,9 @@ class Stager:
 
 def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None) -> IngestSummary:
     """Ingest every source; a failing source is reported and does not stop the others."""
+    pseudonymise = Pseudonymiser(config.privacy.key())
     run_id = warehouse.start_run()
     summary = IngestSummary(run_id, BatchCounts())
-    pseudonymise = Pseudonymiser(config.privacy.key())
     stager = Stager(config.ingest.workers if config.ingest.workers is not None else os.cpu_count() or 1)
     try:
         with _gc_paused():
@@ -88,9 +90,14 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
                     _ingest_source(source, config, warehouse, stager, pseudonymise, run_id, summary, on_batch)
                 except (OSError, ValueError, CollectorError) as exc:
                     summary.errors.append(f"{source.name}: {exc}")
+                except duckdb.Error as exc:
+                    summary.errors.append(f"{source.name}: the warehouse refused a batch: {exc}")
+    except BaseException as exc:
+        summary.errors.append(f"run stopped: {type(exc).__name__}: {exc}")
+        raise
     finally:
         stager.close()
-    warehouse.finish_run(run_id, summary.counts, "; ".join(summary.errors) or None)
+        warehouse.finish_run(run_id, summary.counts, "; ".join(summary.errors) or None)
     warehouse.checkpoint()
     return summary
 
@@ -125,6 +132,7 @@ def _ingest_source(
             "service": source.service,
             "max_bytes": config.ingest.max_bytes,
             "pseudonymise": pseudonymise,
+            "prevalidated": source.prevalidated,
         }
         in_flight.append((stager.submit(batch.items, options), Batch([], batch.source_uri, batch.cursor)))
         while len(in_flight) > stager.depth:

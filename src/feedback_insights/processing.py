@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -143,18 +144,21 @@ def process(
     service: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     pseudonymise: Callable[[str], str] | None = None,
+    prevalidated: bool = False,
 ) -> Processed:
     """With ``pseudonymise`` (storage always passes one) every record and quarantined text is
-    scrubbed and accounts are pseudonymised before anything leaves this function."""
+    scrubbed and accounts are pseudonymised before anything leaves this function.
+    ``prevalidated``: the items come from our collector, which validated them before it
+    scrubbed them (placeholders can make a text longer than its limit); only the dialect is
+    detected again."""
     out = Processed()
     for item in items:
         checked = check(item, choice, max_bytes)
+        if prevalidated and checked.module is not None:
+            checked.problems = []
         if checked.problems or checked.module is None:
-            raw = item.raw_text() if pseudonymise is None else _scrubbed_raw(item, pseudonymise)
-            out.quarantined.append(Quarantined(collector, source_uri, item.position, raw, checked.dialect, checked.problems))
+            out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
             continue
-        digest = content_hash(payload(checked.module, item.obj))
-        origin = Origin(collector, received_at, digest, item.occurrence, service)
         obj, redactions = item.obj, None
         if pseudonymise is not None:
             # Scrub the report as received and normalise what is left: every canonical field
@@ -162,14 +166,39 @@ def process(
             redactor = Redactor(pseudonymise)
             obj = redactor.value(obj)
             redactions = redactor.counts
-        records = dialects.MODULES[checked.module].normalise(obj, origin)
-        for record in records:
-            record["redactions"] = redactions  # type: ignore[typeddict-unknown-key]
+        # The hash of what is kept, so a report reaching us twice by different paths (a file,
+        # a quarantine replay, a collector) has one identity.
+        digest = content_hash(payload(checked.module, obj))
+        origin = Origin(collector, received_at, digest, item.occurrence, service)
+        try:
+            records = dialects.MODULES[checked.module].normalise(obj, origin)
+            for record in records:
+                record["received_at"] = utc_timestamp(record["received_at"])
+                record["redactions"] = redactions  # type: ignore[typeddict-unknown-key]
+        except (ValueError, KeyError, TypeError, OverflowError, OSError) as exc:
+            checked.problems = [Problem("", f"could not be normalised: {type(exc).__name__}: {exc}")]
+            out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
+            continue
         out.records.extend(records)
         out.content_hashes.extend([digest] * len(records))
         # Scrubbed records keep their scrubbed original, never the text as it came in.
         out.raw_texts.extend([item.text if pseudonymise is None else None] * len(records))
     return out
+
+
+def utc_timestamp(value: str) -> str:
+    """RFC 3339 in any accepted spelling ("t"/"z", offsets) as one UTC form the warehouse reads."""
+    moment = datetime.fromisoformat(value.upper())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _quarantined(
+    item: RawItem, checked: Checked, collector: str, source_uri: str, pseudonymise: Callable[[str], str] | None
+) -> Quarantined:
+    raw = item.raw_text() if pseudonymise is None else _scrubbed_raw(item, pseudonymise)
+    return Quarantined(collector, source_uri, item.position, raw, checked.dialect, checked.problems)
 
 
 def _scrubbed_raw(item: RawItem, pseudonymise: Callable[[str], str]) -> str:

@@ -188,8 +188,9 @@ def phone_ok(value: str, text: str, start: int) -> bool:
 
 # A word is lower case, Capitalised, a short acronym or a short code ("SHA256"); a random
 # token changes case mid-word ("QTRCKgdIEeGM…").
-_WORD = r"(?:[a-z]{1,20}|[A-Z][a-z]{1,19}|[A-Z]{1,10}|[A-Z0-9]{1,6})"
-_WORDS = re.compile(rf"{_WORD}(?:[_ -]{_WORD})*:?")
+# Atomic groups: a word, once matched, is never re-split (no exponential backtracking).
+_WORD = r"(?>[a-z]{1,20}|[A-Z][a-z]{1,19}|[A-Z]{1,10}|[A-Z0-9]{1,6})"
+_WORDS = re.compile(rf"{_WORD}(?:[_ -]{_WORD})*+:?")
 _PASSWORD_KEY = re.compile(r"pass(?:word|wd|phrase)?|pwd", re.IGNORECASE)
 
 
@@ -346,7 +347,8 @@ DETECTORS: tuple[Detector, ...] = (
     Detector(
         "email",
         r"@",
-        re.compile(r"[\w.%+-]+@(?:[\w-]+\.)+[^\W\d_]{2,}\b|[\w.%+-]+@(?:\d{1,3}\.){3}\d{1,3}\b"),
+        # Starts only at the start of a token, and never backtracks into a label: linear time.
+        re.compile(r"(?<![\w.%+-])[\w.%+-]++@(?:(?:[\w-]++\.)+[^\W\d_]{2,}\b|(?:\d{1,3}\.){3}\d{1,3}\b)"),
     ),
     Detector(
         "iban",

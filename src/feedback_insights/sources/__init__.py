@@ -32,6 +32,8 @@ class Source(Protocol):
     name: str
     dialect: str
     service: str | None
+    #: Whether the items were validated upstream (by our collector, before it scrubbed them).
+    prevalidated: bool
 
     def batches(self, cursors: dict[str, str]) -> Iterator[Batch]: ...
 

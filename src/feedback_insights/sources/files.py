@@ -31,6 +31,7 @@ class FileDrop:
         self.name = config.name
         self.dialect = config.dialect
         self.service = config.service
+        self.prevalidated = False
         self.root = config.path
         self.patterns = config.patterns
         self.batch_size = batch_size

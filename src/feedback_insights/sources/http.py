@@ -21,6 +21,7 @@ class HttpCollector:
         self.name = config.name
         self.dialect = config.dialect
         self.service = config.service
+        self.prevalidated = True
         self.config = config
         self.page_size = min(config.page_size, batch_size)
 

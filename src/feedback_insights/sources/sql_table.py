@@ -31,6 +31,7 @@ class SqlTable:
         self.name = config.name
         self.dialect = config.dialect
         self.service = config.service
+        self.prevalidated = False
         self.path = config.path
         self.table = config.table
         self.batch_size = batch_size
