@@ -111,3 +111,10 @@ def test_a_config_error_names_the_key(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {config}: ")
     assert "sources.0.path: field required" in result.stderr or "ingest.batch_size" in result.stderr
+
+
+def test_field_names_that_look_like_markup_are_printed_as_text(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "in.jsonl", [{"type": "bug", "goal": "g", "message": "m", "[/oops]": 1}])
+    result = run_cli("normalise", "--input", str(data), "--output", str(tmp_path / "out.jsonl"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "[/oops]: is not a recognised field" in result.stderr

@@ -304,3 +304,16 @@ def test_a_failing_store_answers_503_with_retry_after_and_the_link(server: Runni
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "unavailable"
     assert answer.headers["retry-after"] == "5" and answer.headers["link"] == '</feedback>; rel="agent-feedback"'
+
+
+def test_agents_cannot_set_receiver_fields_or_invent_accounts(server: RunningCollector) -> None:
+    record = {"id": "fb_mine", "received_at": "2020-01-01T00:00:00Z", "service": "someone-else",
+              "account": "acct_victim", "feedback": SUBMISSION}
+    refused = post(server, "/feedback", record)
+    assert refused.status_code == 400 and refused.json()["error"]["details"][0]["path"] == "feedback"
+    assert post(server, "/feedback", {**SUBMISSION, "session_id": "k1"}, authorization="Bearer made-up-1").status_code == 202
+    assert post(server, "/feedback", {**SUBMISSION, "session_id": "k2"}, authorization="Bearer made-up-2").status_code == 202
+    assert [r.get("account") for r in pull_all(server)] == [None, None]
+    huge = httpx.post(server.url + "/feedback", content=b"{" + b" " * 5_000_000 + b"}",
+                      headers={"content-type": "application/json"})
+    assert huge.status_code == 413

@@ -274,3 +274,22 @@ def test_adversarial_text_is_scanned_in_linear_time(text: str) -> None:
     """Each of these took seconds to hours with a backtracking pattern; now they must simply
     come back (unchanged: there is nothing to redact)."""
     assert scrub_text(text) == (text, {})
+
+
+def test_numbers_keys_and_json_text_are_scrubbed_too() -> None:
+    pseudonymise = Pseudonymiser("k")
+    value = {
+        "password": 12345678,
+        "card": 4111111111111111,
+        "count": 1500,
+        "jane.doe@example.com": "owner",
+        "context": json.dumps({"sessionToken": "opensesame", "user_id": "u-123", "dictation": "call +44 20 7946 0958"}),
+    }
+    redactor = Redactor(pseudonymise)
+    scrubbed = redactor.value(value)
+    assert scrubbed["password"].startswith("[REDACTED:secret:") and scrubbed["card"] == "[REDACTED:credit_card:1]"
+    assert scrubbed["count"] == 1500 and "[REDACTED:email:1]" in scrubbed
+    context = json.loads(scrubbed["context"])
+    assert context["sessionToken"].startswith("[REDACTED:secret:")
+    assert context["user_id"] == pseudonymise("u-123")
+    assert context["dictation"] == "call [REDACTED:phone:1]"

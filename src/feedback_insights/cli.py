@@ -6,12 +6,14 @@ that need them, so ``--help`` stays instant. Errors are one line; ``--debug`` sh
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(
     help="Turn feedback filed by AI agents into clustered demand, drafted issues and known_issue updates.",
@@ -124,7 +126,7 @@ def normalise(
     else:
         output.write_bytes(lines)
     for q in processed.quarantined:
-        err.print(f"[red]invalid[/] {input} {q.position}: " + "; ".join(map(str, q.problems)), highlight=False)
+        err.print(f"[red]invalid[/] {escape(str(input))} {escape(q.position)}: " + escape("; ".join(map(str, q.problems))), highlight=False)
     if str(output) != "-":
         err.print(f"{len(processed.records)} records → {output}; {len(processed.quarantined)} invalid")
     if processed.quarantined:
@@ -147,7 +149,7 @@ def scrub(
         item.parse()
         if not isinstance(item.obj, dict):
             problem = item.parse_error or "must be a JSON object"
-            err.print(f"[red]invalid[/] {input} {item.position}: {problem}", highlight=False)
+            err.print(f"[red]invalid[/] {escape(str(input))} {escape(item.position)}: {escape(problem)}", highlight=False)
             bad += 1
             continue
         scrubbed, counts = scrub_json(item.obj)
@@ -175,7 +177,7 @@ def _ingest_with_progress(config) -> None:
         summary = ingest(config, warehouse, on_batch=lambda name, n: progress.advance(tasks[name], n))
     out.print(f"[bold]ingest[/]: {summary.line()}  (warehouse {config.warehouse.path})", highlight=False)
     for error in summary.errors:
-        err.print(f"[red]error[/] {error}", highlight=False)
+        err.print(f"[red]error[/] {escape(error)}", highlight=False)
     if summary.errors:
         raise typer.Exit(1)
 
@@ -249,7 +251,7 @@ def quarantine_list(
         more = f" (+{len(problems) - 1})" if len(problems) > 1 else ""
         where = f"{Path(e['source_uri'] or '').name} {e['position']}"
         label = f"{first['path']}: {first['message']}" if first["path"] else first["message"]
-        table.add_row(e["id"], e["collector"], where, e["dialect"] or "?", e["status"], label + more)
+        table.add_row(*(escape(cell) for cell in (e["id"], e["collector"], where, e["dialect"] or "?", e["status"], label + more)))
     out.print(table)
 
 
@@ -289,9 +291,13 @@ def collector_serve(
 
     from .collector.app import Collector, create_app
     from .collector.store import Store
+    from .config import ENV_HMAC_KEY, embedded_default
     from .pseudonymise import Pseudonymiser
 
     cfg = _config(config)
+    if cfg == embedded_default() and not os.environ.get(ENV_HMAC_KEY):
+        # The sample's key is published: real customers' accounts need a key of their own.
+        raise UserError(f"the collector pseudonymises real accounts: set {ENV_HMAC_KEY} (or give a --config)")
     settings = cfg.collector if db is None else cfg.collector.model_copy(update={"db": db})
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db))
@@ -318,5 +324,5 @@ def main() -> None:
 
         known = (UserError, ConfigError, FileNotFoundError, PermissionError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
-        err.print(f"[red]error[/]: {message}", highlight=False)
+        err.print(f"[red]error[/]: {escape(message)}", highlight=False)
         sys.exit(2)

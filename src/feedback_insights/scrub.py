@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import re2
 
 PLACEHOLDER = re.compile(r"\[REDACTED:([a-z_]+)(?::(\d+))?\]")
@@ -514,12 +515,38 @@ class Redactor:
             if key is not None and value and self.pseudonymise is not None and is_account_key(key):
                 self.pseudonymised = True
                 return self.pseudonymise(value)
+            if value[:1] in "{[" and value[-1:] in "}]":
+                return self._json_text(value, key, secret)
             return self.text(value)
         if kind is dict:
-            return {k: self.value(v, k, secret) for k, v in value.items()}
+            # Keys are text too ({"jane@example.com": …}); only the values under them can be secret.
+            return {self.text(k): self.value(v, k, secret) for k, v in value.items()}
         if kind is list:
             return [self.value(v, key, secret) for v in value]
+        if kind is int or kind is float:
+            return self._number(value, secret)
         return value
+
+    def _number(self, value: float, secret: bool) -> Any:
+        """A number under a secret key is a secret ({"pin": 1234}); a long integer may be a
+        card or a phone number ({"card": 4111111111111111}) and is judged as text."""
+        if secret:
+            return self.placeholder("secret", str(value))
+        if isinstance(value, int) and abs(value) >= 10**6:
+            text = str(value)
+            scrubbed = self.text(text)
+            return value if scrubbed == text else scrubbed
+        return value
+
+    def _json_text(self, value: str, key: str | None, secret: bool) -> Any:
+        """JSON kept as text (an SQL ``context`` column) is scrubbed as the structure it is,
+        then written back as text, so a key in it still names a secret."""
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return self.text(value)
+        scrubbed = self.value(parsed, key, secret)
+        return value if scrubbed == parsed else orjson.dumps(scrubbed).decode()
 
     def _continue_numbering(self, text: str) -> None:
         """Text scrubbed before keeps its placeholders; new ones must not reuse their numbers."""

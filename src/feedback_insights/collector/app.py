@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import dialects
 from ..config import CollectorConfig
 from ..dialects import Origin
+from ..envelope import is_enveloped
 from ..problems import Problem
 from ..processing import content_hash, payload
 from ..pseudonymise import Pseudonymiser
@@ -83,8 +84,8 @@ class RateLimiter:
             return 0
         window = self._windows.get(key)
         if window is None or window[1] <= now:
-            if len(self._windows) > 100_000:
-                self._windows.clear()
+            if len(self._windows) > 100_000:  # forget the windows that have ended, not everyone's
+                self._windows = {k: w for k, w in self._windows.items() if w[1] > now}
             self._windows[key] = [1, now + 60]
             return 0
         window[0] += 1
@@ -157,11 +158,11 @@ class Collector:
             if self.config.auth == "required":
                 return None, error(401, "unauthorized", "Authenticate with the same credentials as the rest of the API")
             return None, None
-        hashed = hash_key(token)
-        account = self.config.api_keys.get(hashed)
+        account = self.config.api_keys.get(hash_key(token))
         if account is None and self.config.auth == "required":
             return None, error(401, "unauthorized", "Unknown API key")
-        return account or hashed, None
+        # In optional mode an unknown key is anonymous: made-up keys must not count as customers.
+        return account, None
 
     def limited(self, account: str | None, ip: str) -> Response | None:
         now = time.monotonic()
@@ -178,11 +179,13 @@ class Collector:
         dedupe = None
         if session_id:
             dedupe = content_hash([envelope.get("service"), envelope.get("account"), session_id, body])
-        redactor = Redactor(self.pseudonymise)
-        scrubbed = redactor.value(envelope)
-        record_id, created = self.store.add(scrubbed, dedupe)
+        scrubbed = Redactor(self.pseudonymise).value(envelope)
         origin = Origin("collector", scrubbed["received_at"], service=scrubbed.get("service"))
-        canonical = dialects.MODULES[module].normalise({**scrubbed, "id": record_id}, origin)
+        normalise = dialects.MODULES[module].normalise
+        canonical = normalise(scrubbed, origin)  # before storing: nothing is kept that cannot be read
+        record_id, created = self.store.add(scrubbed, dedupe)
+        if record_id != scrubbed["id"]:  # a retry: it is the first report that known issues list
+            canonical = normalise({**scrubbed, "id": record_id}, origin)
         return record_id, created, self.known.match(canonical)
 
 
@@ -215,9 +218,15 @@ def create_app(collector: Collector) -> FastAPI:
         content_type = request.headers.get("content-type", "")
         if "json" not in content_type.lower():
             return None, error(415, "unsupported_media_type", "Content-Type must be application/json")
-        raw = await request.body()
-        if len(raw) > max_bytes:
-            return None, error(413, "payload_too_large", f"The body is limited to {max_bytes} bytes")
+        too_large = error(413, "payload_too_large", f"The body is limited to {max_bytes} bytes")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            return None, too_large
+        raw = bytearray()
+        async for chunk in request.stream():  # never holds more than the limit in memory
+            raw += chunk
+            if len(raw) > max_bytes:
+                return None, too_large
         try:
             return orjson.loads(raw), None
         except orjson.JSONDecodeError:
@@ -235,7 +244,12 @@ def create_app(collector: Collector) -> FastAPI:
         if refused:
             return refused
         module = dialects.detect(body, choice)
-        problems = dialects.MODULES[module].validate(body, max_bytes=config.max_bytes) if module else dialects.undetected(body)
+        if is_enveloped(body):  # id, received_at, service, account are the receiver's to set
+            problems = [Problem("feedback", "is a record field: send the submission itself; records go to POST /v1/records")]
+        elif module:
+            problems = dialects.MODULES[module].validate(body, max_bytes=config.max_bytes)
+        else:
+            problems = dialects.undetected(body)
         if problems:
             details = [p.as_dict() for p in problems]
             return error(400, "invalid_feedback", "; ".join(map(str, problems)), details)
