@@ -317,3 +317,29 @@ def test_agents_cannot_set_receiver_fields_or_invent_accounts(server: RunningCol
     huge = httpx.post(server.url + "/feedback", content=b"{" + b" " * 5_000_000 + b"}",
                       headers={"content-type": "application/json"})
     assert huge.status_code == 413
+
+
+def test_pulling_while_another_client_writes_misses_and_repeats_nothing(server: RunningCollector) -> None:
+    def write() -> None:
+        with httpx.Client() as http:
+            for i in range(120):
+                http.post(server.url + "/feedback", content=json.dumps({**SUBMISSION, "session_id": f"c{i}"}),
+                          headers={"content-type": "application/json"})
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen: list[str] = []
+    after = None
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        while writer.is_alive() or after is None or client.pull(after, 7)["records"]:
+            page = client.pull(after, 7)
+            seen += [r["id"] for r in page["records"]]
+            after = page["next_cursor"]
+    writer.join()
+    assert len(seen) == len(set(seen)) == 120
+
+
+def test_the_per_ip_limit_holds_for_anonymous_agents(tmp_path: Path) -> None:
+    with running_collector(tmp_path, rate_limit_per_ip=2) as server:
+        statuses = [post(server, "/feedback", {**SUBMISSION, "session_id": f"ip{i}"}).status_code for i in range(3)]
+    assert statuses == [202, 202, 429]

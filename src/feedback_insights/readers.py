@@ -76,14 +76,17 @@ class LineBlock:
 
 
 def jsonl_blocks(data: bytes, size: int) -> Iterator[LineBlock]:
-    seen: Counter[bytes] = Counter()
+    # Lines are counted by their hash, not kept: a collision could only number a different
+    # report's copy, whose id differs anyway (ids include the content digest).
+    seen: Counter[int] = Counter()
     block = LineBlock()
     for number, line in enumerate(data.split(b"\n"), start=1):
         line = line.strip()
         if not line:
             continue
-        copies = seen[line]
-        seen[line] = copies + 1
+        key = hash(line)
+        copies = seen[key]
+        seen[key] = copies + 1
         block.numbers.append(number)
         block.lines.append(line)
         block.occurrences.append(copies)

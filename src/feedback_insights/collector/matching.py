@@ -11,11 +11,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-_TEXT_FIELDS = ("summary", "goal", "detail", "expected", "actual")
+from ..record import TEXT_FIELDS
 
 
 def _text(record: dict[str, Any]) -> str:
-    return "\n".join(str(record.get(f) or "") for f in _TEXT_FIELDS).lower()
+    return "\n".join(str(record.get(f) or "") for f in TEXT_FIELDS).lower()
 
 
 def fingerprint_matches(fingerprint: dict[str, Any], record: dict[str, Any], text: str) -> bool:

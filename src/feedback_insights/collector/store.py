@@ -7,12 +7,15 @@ committed behind it, nor sees one twice.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+log = logging.getLogger("feedback_insights.collector")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -50,12 +53,16 @@ class Store:
             self._checkpointer.start()
 
     def _checkpoint_loop(self, path: str, every: float = 1.0) -> None:
+        """Runs until the store closes; a failed checkpoint is logged and tried again, because
+        with automatic checkpoints off a dead loop would let the log grow without end."""
         con = sqlite3.connect(path, isolation_level=None)
         try:
             while not self._stop.wait(every):
-                con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                try:
+                    con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error:
+                    log.exception("WAL checkpoint failed; retrying")
         finally:
-            con.execute("PRAGMA wal_checkpoint(PASSIVE)")
             con.close()
 
     def close(self) -> None:

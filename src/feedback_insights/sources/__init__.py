@@ -2,11 +2,11 @@
 
 ``batches(cursors)`` yields :class:`Batch` objects in order, starting after the position that
 ``cursors`` (this collector's stored cursor keys) records. The caller stores each batch and its
-``cursor`` update in one transaction, and only then asks for the next batch: a crash between the
-two repeats a batch (which is idempotent) and never skips one.
+``cursor`` update in one transaction, strictly in order (it may read a few batches ahead while
+earlier ones are processed): a crash repeats batches (which is idempotent), never skips one.
 
-File drops, SQL tables and (later) HTTP collectors all fit this: the cursor is a per-file
-progress key, a (ts, id) position, or a collector's opaque page cursor.
+File drops, SQL tables and HTTP collectors all fit this: the cursor is a per-file progress key,
+a (ts, id) position, or a collector's opaque page cursor.
 """
 
 from __future__ import annotations
