@@ -149,7 +149,7 @@ def main(n: int) -> None:
         stored = summary.counts.new + summary.counts.quarantined
         assert unscrubbed.new == summary.counts.new
 
-    table = Table(title=f"ingest benchmark: {n:,} records ({mb:.0f} MB of JSON Lines), one process")
+    table = Table(title=f"ingest benchmark: {n:,} records ({mb:.0f} MB of JSON Lines), worker processes as configured")
     for column in ("stage", "seconds", "records/s", "vs json.loads"):
         table.add_column(column, justify="right" if column != "stage" else "left")
     table.add_row("bare json.loads", f"{loads_s:.2f}", f"{n / loads_s:,.0f}", "1.00×")

@@ -7,6 +7,7 @@ Pure functions over one batch, so the CLI's ``validate``/``normalise`` and the w
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -186,8 +187,13 @@ def process(
     return out
 
 
+_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+
+
 def utc_timestamp(value: str) -> str:
     """RFC 3339 in any accepted spelling ("t"/"z", offsets) as one UTC form the warehouse reads."""
+    if _UTC.fullmatch(value):
+        return value
     moment = datetime.fromisoformat(value.upper())
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
