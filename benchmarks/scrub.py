@@ -131,8 +131,6 @@ class Tool:
 REVIEWED = {
     "noren-api-020": "AWS's documented example secret key after AWS_SECRET_ACCESS_KEY= (labelled as a secret "
     "in the detect-secrets row)",
-    "noren-cookie-009": "a Cookie header carrying session and auth tokens",
-    "noren-jwt-015": "a three-part JWT followed by a fourth segment: the first three still authenticate",
     "noren-misc-003": "a value labelled 'Hex token' by its own text",
 }
 

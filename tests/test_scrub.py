@@ -113,6 +113,7 @@ EVIDENCE = [
     "order #4532015112830367 (fails Luhn) and account 1234567890",
     "IBAN-like GB82WEST12345698765431 with a bad checksum; SSN-like 000-12-3456",
     "version 2.14.1 and 10.0.3.1-beta; listen on :8080; ratio 0.82",
+    "Cookie: theme=dark; lang=en; page=2",
 ]
 
 

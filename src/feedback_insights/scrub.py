@@ -239,6 +239,13 @@ def _value_ok(match: re.Match[str]) -> bool:
     return not looks_like_words(value) and high_entropy(value)
 
 
+def _cookie_ok(match: re.Match[str]) -> bool:
+    """A cookie header carries a session when one of its values is long and mixed enough;
+    "token1=abc123; theme=dark" carries nothing worth hiding."""
+    pairs = (pair.partition("=")[2].strip() for pair in match.group("v").split(";"))
+    return any(high_entropy(value) for value in pairs)
+
+
 def _auth_ok(match: re.Match[str]) -> bool:
     return _word_start(match) and high_entropy(match.group("v"))
 
@@ -304,8 +311,13 @@ _PHONE = (
 
 DETECTORS: tuple[Detector, ...] = (
     _vendor("private_key", "-----BEGIN", _PRIVATE_KEY),
-    # An unsigned ("alg": "none") token still carries its claims: the signature may be empty.
-    _vendor("jwt", r"eyJ[\w-]{8}", r"\beyJ[\w-]{8,}\.(?:eyJ[\w-]{8,}\.[\w-]*|[\w-]{8,}\.[\w-]{6,})"),
+    # A JWS has exactly three segments (a fourth makes it something else); an unsigned ("alg":
+    # "none") token still carries its claims, so the signature may be empty.
+    _vendor(
+        "jwt",
+        r"eyJ[\w-]{8}",
+        r"\beyJ[\w-]{8,}+\.(?:eyJ[\w-]{8,}+\.[\w-]*+|[\w-]{8,}+\.[\w-]{6,}+)(?!\.[\w-])",
+    ),
     _vendor("anthropic_key", "sk-ant-", r"\bsk-ant-[a-z0-9]+-[A-Za-z0-9_-]{20,}"),
     _vendor("openai_key", "sk-[A-Za-z0-9_-]{20}", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     _vendor("github_token", "gh[pousr]_|github_pat_", r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{40,}"),
@@ -330,6 +342,7 @@ DETECTORS: tuple[Detector, ...] = (
         r"(?i)cookie\s*:",
         re.compile(r"\b(?:set-)?cookie\s*:\s*(?P<v>[^\s=;]+=[^\r\n]+)", _I),
         "v",
+        _cookie_ok,
     ),
     Detector(
         "url_credentials",
