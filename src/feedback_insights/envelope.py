@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from .problems import Problem
-from .resources import schemas_dir
-from .schema_compiler import SchemaSet
+from .schema_compiler import shared_schemas
 
-SCHEMAS = SchemaSet(schemas_dir())
+SCHEMAS = shared_schemas()
 
 
 def is_enveloped(obj: Any) -> bool:

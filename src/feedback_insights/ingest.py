@@ -24,7 +24,7 @@ from .config import Config
 from .processing import RawItem
 from .pseudonymise import Pseudonymiser
 from .readers import LineBlock
-from .sources import Batch, Source, open_source
+from .sources import Source, open_source
 from .staging import StagedBatch, prepare
 from .warehouse import BatchCounts, Warehouse, now_utc
 
@@ -112,12 +112,13 @@ def _ingest_source(
     summary: IngestSummary,
     on_batch: OnBatch | None,
 ) -> None:
-    in_flight: deque[tuple[Future[StagedBatch], Batch]] = deque()
+    # (staged batch, where it came from, the cursor that covers it), oldest first.
+    in_flight: deque[tuple[Future[StagedBatch], str, dict[str, str]]] = deque()
 
     def store_oldest() -> None:
-        future, batch = in_flight.popleft()
+        future, source_uri, cursor = in_flight.popleft()
         counts = warehouse.store_batch(
-            future.result(), collector=source.name, source_uri=batch.source_uri, run_id=run_id, cursor=batch.cursor
+            future.result(), collector=source.name, source_uri=source_uri, run_id=run_id, cursor=cursor
         )
         summary.counts.add(counts)
         if on_batch:
@@ -134,7 +135,7 @@ def _ingest_source(
             "pseudonymise": pseudonymise,
             "prevalidated": source.prevalidated,
         }
-        in_flight.append((stager.submit(batch.items, options), Batch([], batch.source_uri, batch.cursor)))
+        in_flight.append((stager.submit(batch.items, options), batch.source_uri, batch.cursor))
         while len(in_flight) > stager.depth:
             store_oldest()
     while in_flight:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from . import dialects, jsontext
+from . import dialects, envelope, jsontext
 from .dialects import DEFAULT_MAX_BYTES, Origin
 from .problems import Problem
 from .record import CanonicalRecord
@@ -128,11 +128,10 @@ def content_hash(payload: Any) -> str:
 
 
 def payload(module: str, obj: Any) -> Any:
-    if module in ("afp", "afs"):
-        return obj["feedback"] if isinstance(obj.get("feedback"), dict) else obj
+    """What the reporter wrote, without any receiver's envelope around it."""
     if module == "sep2369":
         return dialects.sep2369.params(obj)
-    return obj
+    return envelope.payload(obj) if module in ("afp", "afs") else obj
 
 
 def process(

@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,14 @@ class SchemaSet:
         problems: list[Problem] = []
         self.validator(name)(value, "", problems)
         return problems
+
+
+@cache
+def shared_schemas() -> SchemaSet:
+    """The project's ``schemas/`` folder, compiled once for every module that uses it."""
+    from .resources import schemas_dir
+
+    return SchemaSet(schemas_dir())
 
 
 def compile_schema(schema: Mapping[str, Any], refs: SchemaSet | None = None) -> Validator:

@@ -14,8 +14,7 @@ from typing import Any
 from ..envelope import is_enveloped, prefixed, validate_outer
 from ..problems import Problem, join
 from ..record import CanonicalRecord, compact
-from ..resources import schemas_dir
-from ..schema_compiler import SchemaSet
+from ..schema_compiler import shared_schemas
 from ..vocabulary import (
     AFS_OUTCOME_SYNONYMS,
     CATEGORIES,
@@ -30,7 +29,7 @@ from ..vocabulary import (
 from .afp import body_size_problem
 from .common import DEFAULT_MAX_BYTES, Origin
 
-SCHEMAS = SchemaSet(schemas_dir())
+SCHEMAS = shared_schemas()
 
 CAMEL_TO_SNAKE = {
     "toolName": "tool_name",

@@ -14,12 +14,11 @@ from typing import Any
 
 from ..problems import Problem
 from ..record import CanonicalRecord, compact
-from ..resources import schemas_dir
-from ..schema_compiler import SchemaSet
+from ..schema_compiler import shared_schemas
 from .afp import body_size_problem
 from .common import DEFAULT_MAX_BYTES, Origin
 
-SCHEMAS = SchemaSet(schemas_dir())
+SCHEMAS = shared_schemas()
 
 
 def looks_like(obj: Any) -> bool:

@@ -23,13 +23,12 @@ from typing import Any
 from ..envelope import is_enveloped, prefixed, validate_outer
 from ..problems import Problem
 from ..record import CanonicalRecord, compact
-from ..resources import schemas_dir
-from ..schema_compiler import SchemaSet
+from ..schema_compiler import shared_schemas
 from ..vocabulary import CATEGORY_SYNONYMS, derive_lane
 from .afp import body_size_problem
 from .common import DEFAULT_MAX_BYTES, Origin
 
-SCHEMAS = SchemaSet(schemas_dir())
+SCHEMAS = shared_schemas()
 SEVERITY = {5: "blocking", 4: "high", 3: "medium", 2: "low", 1: "low"}
 _ITEM_FIELDS_WITH_A_HOME = {"category", "toolName", "severity", "observation"}
 _SUBMISSION_KEYS = ("feedbackVersion", "generatedAt", "cadence", "onDemand", "rollupMetrics")

@@ -20,11 +20,10 @@ import orjson
 
 from ..problems import Problem
 from ..record import CanonicalRecord, compact
-from ..resources import schemas_dir
-from ..schema_compiler import SchemaSet
+from ..schema_compiler import shared_schemas
 from .common import DEFAULT_MAX_BYTES, Origin
 
-SCHEMAS = SchemaSet(schemas_dir())
+SCHEMAS = shared_schemas()
 _MARKERS = ("instance_id", "timeline_seq", "target_text", "surface")
 
 
