@@ -116,6 +116,7 @@ class SqlTableConfig(_SourceBase):
     path: Path
     table: str = Field("agent_feedback", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     dialect: str = "session"
+    lookback_seconds: int = Field(600, ge=0, description="re-read this far behind the cursor for late commits")
 
 
 class HttpCollectorConfig(_SourceBase):

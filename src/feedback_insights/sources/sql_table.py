@@ -1,8 +1,9 @@
 """In-session feedback rows read from a SQLite or DuckDB file, in (ts, id) order.
 
-The cursor is the last (ts, id) stored, so new rows are picked up on the next run and rows
-already read are never read again. Rows are read-only here; status write-back is the
-publishing stage's job.
+The cursor is the last (ts, id) stored. A run starts a look-back window before it, because a
+row can commit after a newer one (two writers, a slow transaction) with an older ``ts``: those
+late rows are read, and the rows read again are recognised as already stored (identity is the
+row id). Rows are read-only here; status write-back is the publishing stage's job.
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ class SqlTable:
         self.prevalidated = False
         self.path = config.path
         self.table = config.table
+        self.lookback_ms = config.lookback_seconds * 1000
         self.batch_size = batch_size
 
     def batches(self, cursors: dict[str, str]) -> Iterator[Batch]:
         if not self.path.is_file():
             raise FileNotFoundError(f"source {self.name!r}: {self.path} does not exist")
         after = orjson.loads(cursors[CURSOR_KEY]) if CURSOR_KEY in cursors else None
+        if after is not None:
+            after = [after[0] - self.lookback_ms, ""]
         uri = f"{self.path}#{self.table}"
         while rows := self._page(after):
             after = [rows[-1]["ts"], rows[-1]["id"]]
