@@ -104,7 +104,11 @@ def test_every_dialect_is_accepted_and_pulled_back_scrubbed(server: RunningColle
     rpc = post(server, "/api/mcp/feedback", {"jsonrpc": "2.0", "id": 9, "method": "feedback/submit", "params": SEP_PARAMS})
     assert rpc.status_code == 200 and rpc.json()["id"] == 9 and rpc.json()["result"]["accepted"] is True
     bad_rpc = post(server, "/api/mcp/feedback", {"jsonrpc": "2.0", "id": 1, "method": "feedback/other", "params": SEP_PARAMS})
-    assert bad_rpc.status_code == 400 and bad_rpc.json()["error"]["details"][0]["path"] == "method"
+    assert bad_rpc.status_code == 400
+    assert bad_rpc.json()["id"] == 1 and bad_rpc.json()["error"]["code"] == -32601
+    assert bad_rpc.json()["error"]["data"]["details"][0]["path"] == "method"
+    bad_params = post(server, "/api/mcp/feedback", {"jsonrpc": "2.0", "id": "r2", "method": "feedback/submit", "params": {"items": []}})
+    assert bad_params.json()["error"]["code"] == -32602 and bad_params.json()["id"] == "r2"
 
     records = pull_all(server)
     assert len(records) == 4

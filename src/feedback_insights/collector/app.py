@@ -189,6 +189,16 @@ class Collector:
         return record_id, created, self.known.match(canonical)
 
 
+def _jsonrpc_error(request: dict[str, Any], details: list[dict[str, str]], message: str) -> Response:
+    """A JSON-RPC request is answered in JSON-RPC, failures too: -32601 for a method other than
+    feedback/submit, -32602 for invalid params; the AFP details ride in ``error.data``."""
+    wrong_method = any(d["path"] == "method" for d in details)
+    code = -32601 if wrong_method else -32602
+    request_id = request.get("id") if isinstance(request.get("id"), str | int) else None
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": {"details": details}}}
+    return json_response(body, 400)
+
+
 def _cursor(seq: int) -> str:
     """Opaque to consumers; a commit sequence number underneath."""
     return f"c{seq}"
@@ -252,7 +262,10 @@ def create_app(collector: Collector) -> FastAPI:
             problems = dialects.undetected(body)
         if problems:
             details = [p.as_dict() for p in problems]
-            return error(400, "invalid_feedback", "; ".join(map(str, problems)), details)
+            message = "; ".join(map(str, problems))
+            if isinstance(body, dict) and "jsonrpc" in body:
+                return _jsonrpc_error(body, details, message)
+            return error(400, "invalid_feedback", message, details)
         envelope = {"id": new_id(), "received_at": now_iso(), "source": source}
         if config.service:
             envelope["service"] = config.service
@@ -296,8 +309,11 @@ def create_app(collector: Collector) -> FastAPI:
 
     sep = {"oneOf": [openapi.schema("sep2369.schema.json"), openapi.schema("sep2369-envelope.schema.json")]}
 
+    mcp_answers = openapi.answers({202: ("Accepted", ack), 200: ("JSON-RPC result", openapi.JSONRPC_RESULT)}, agent_errors)
+    mcp_answers[400]["content"]["application/json"]["schema"] = {"anyOf": [openapi.ERROR, openapi.JSONRPC_ERROR]}
+
     @app.post("/api/mcp/feedback", status_code=202, tags=["agents"], openapi_extra=openapi.json_body(sep),
-              responses=openapi.answers({202: ("Accepted", ack), 200: ("JSON-RPC result", openapi.JSONRPC_RESULT)}, agent_errors))
+              responses=mcp_answers)
     async def mcp_feedback(request: Request) -> Response:
         """Submit MCP SEP-2369 feedback, bare (202) or JSON-RPC enveloped (answered in JSON-RPC)."""
         return await submit(request, "afs", "mcp")

@@ -118,6 +118,19 @@ RECORD_RESULTS = {
         }
     },
 }
+JSONRPC_ERROR = {
+    "type": "object",
+    "required": ["jsonrpc", "error"],
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["string", "integer", "null"]},
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {"type": "object"}},
+        },
+    },
+}
 JSONRPC_RESULT = {
     "type": "object",
     "required": ["jsonrpc", "result"],
