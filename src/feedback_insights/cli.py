@@ -44,7 +44,8 @@ class UserError(Exception):
 
 @app.callback()
 def _root(debug: Annotated[bool, typer.Option("--debug", help="Show stack traces on errors.")] = False) -> None:
-    """feedback-insights."""
+    """Declares the global options. ``--debug`` is acted on by :func:`main`, which must know it
+    before any command runs (to decide whether a failure prints one line or the trace)."""
 
 
 def _check_dialect(dialect: str) -> str:
