@@ -52,3 +52,11 @@ def afp_record() -> dict:
             "request_id": "req_8f2c1a",
         },
     }
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real packaged model, loaded once per test session (the import alone costs ~10 s)."""
+    from feedback_insights.embedding import MiniLMEmbedder
+
+    return MiniLMEmbedder()

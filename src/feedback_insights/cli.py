@@ -213,12 +213,18 @@ def signals(config: ConfigOption = None) -> None:
 
 @app.command()
 def run(config: ConfigOption = None) -> None:
-    """Run the whole pipeline (today: ingest, then signals) on the configuration, by default the
-    embedded sample."""
+    """Run the whole pipeline (ingest, signals, embed + cluster) on the configuration, by default
+    the embedded sample."""
+    from .cluster_commands import cluster_with_progress
+
     cfg = _config(config)
     _ingest_with_progress(cfg)
     _score_with_progress(cfg)
-    out.print(f"warehouse: {cfg.warehouse.path.resolve()}  ·  inspect: feedback-insights quarantine list")
+    cluster_with_progress(cfg)
+    out.print(
+        f"warehouse: {cfg.warehouse.path.resolve()}  ·  next: feedback-insights clusters list"
+        "  ·  feedback-insights quarantine list"
+    )
 
 
 @quarantine_app.command("list")
@@ -312,6 +318,10 @@ def collector_hash_key(key: Annotated[str, typer.Argument(help="The key to write
     from .collector.app import hash_key
 
     out.print(hash_key(key), highlight=False)
+
+
+# Registered last: these modules add their commands to ``app``.
+from . import cluster_commands  # noqa: E402,F401
 
 
 def main() -> None:

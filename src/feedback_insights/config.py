@@ -65,6 +65,31 @@ class PrivacyConfig(_Strict):
         return self.hmac_key.get_secret_value()
 
 
+class EmbeddingConfig(_Strict):
+    """The packaged all-MiniLM-L6-v2 model, on the CPU."""
+
+    batch_size: int = Field(32, ge=1, le=1024, description="32 is the fastest measured on 2 cores")
+    threads: int | None = Field(None, ge=1, le=256, description="torch threads; default one per usable core")
+
+
+class ClusteringConfig(_Strict):
+    """How reports become clusters (clustering.py says what each knob does; defaults measured
+    by benchmarks/cluster_quality.py)."""
+
+    pca_dimensions: int = Field(64, ge=2, le=1024)
+    neighbours: int = Field(15, ge=2, le=200)
+    min_cluster_size: int = Field(2, ge=2, le=100)
+    min_samples: int = Field(2, ge=1, le=100)
+    merge_similarity: float = Field(0.5, gt=-1, lt=1)
+    join_centroid: float = Field(0.4, gt=-1, lt=1, description="cosine to the nearest centroid a report needs to join")
+    join_nearest: float = Field(0.5, gt=-1, lt=1, description="… and to the nearest member of that cluster")
+    min_cohesion: float = Field(0.3, gt=-1, lt=1, description="mean pairwise cosine below which a cluster dissolves")
+
+
+class DemandConfig(_Strict):
+    half_life_days: float = Field(14.0, gt=0, description="recency half-life of the ranking score")
+
+
 class CollectorConfig(_Strict):
     """The collector server (``feedback-insights collector serve``). Keys are written as
     ``sha256:<hex>`` (``feedback-insights collector hash-key`` prints one), never in clear."""
@@ -143,6 +168,9 @@ class Config(_Strict):
     ingest: IngestConfig = IngestConfig()
     privacy: PrivacyConfig = PrivacyConfig()
     collector: CollectorConfig = CollectorConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    clustering: ClusteringConfig = ClusteringConfig()
+    demand: DemandConfig = DemandConfig()
     sources: list[SourceConfig] = []
 
     @field_validator("sources")

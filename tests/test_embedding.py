@@ -1,0 +1,85 @@
+"""The packaged model, offline, and the warehouse cache that makes a second run embed only new text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from feedback_insights.embedding import MiniLMEmbedder, embed_with_cache, record_text, text_sha256
+from feedback_insights.warehouse import Warehouse
+
+
+class CountingEmbedder(MiniLMEmbedder):
+    """The real model, remembering which texts it was asked to encode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[str] = []
+
+    def encode(self, texts, on_batch=None):
+        self.encoded.extend(texts)
+        return super().encode(texts, on_batch)
+
+
+def test_vectors_are_unit_length_and_duplicates_are_closer_than_strangers(embedder) -> None:
+    vectors = embedder.encode([
+        "search_files ignores the glob parameter and returns every file",
+        "The glob argument of search_files has no effect; all files come back",
+        "Webhook signatures never verify with the documented sha1 scheme",
+    ])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    same, other = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
+    assert same > 0.6 > other
+
+
+def test_the_text_composition_skips_empty_fields() -> None:
+    record = {"tool": "search_files", "summary": "glob ignored", "detail": "  ", "expected": None,
+              "actual": "every file", "goal": "find the config", "category": "confusing_schema"}
+    assert record_text(record) == "confusing schema\nsearch files\nglob ignored\nevery file"
+    assert record_text({"summary": None, "goal": "only a goal"}) == ""
+
+
+def test_a_second_run_embeds_only_new_text(tmp_path) -> None:
+    counting = CountingEmbedder()
+    texts = ["deploy_service reports success but nothing deploys", "pagination cursor repeats page 3"]
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        first = embed_with_cache(wh.con, counting, texts + [texts[0]])  # a repeat in one call: encoded once
+        assert counting.encoded == texts
+        second = embed_with_cache(wh.con, counting, [texts[1], "a new report about rate limits", texts[0]])
+        assert counting.encoded == texts + ["a new report about rate limits"]
+        stored = wh.con.execute("SELECT model, text_sha256 FROM embeddings ORDER BY ALL").fetchall()
+    assert np.array_equal(first[0], first[2]) and np.allclose(second[0], first[1]) and np.allclose(second[2], first[0])
+    assert stored == sorted((MiniLMEmbedder.model_id, text_sha256(t)) for t in [*texts, "a new report about rate limits"])
+
+
+def test_the_model_loads_without_the_network(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    # A child process with no proxy and an unroutable hub endpoint: loading must not need it.
+    code = ("from feedback_insights.embedding import MiniLMEmbedder; "
+            "print(MiniLMEmbedder().encode(['hello']).shape)")
+    env = {"PATH": "/usr/bin:/bin", "HF_ENDPOINT": "http://127.0.0.1:9", "HOME": str(tmp_path),
+           "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "(1, 384)"
+
+
+def test_the_sql_and_python_compositions_agree_on_every_sample_record(tmp_path) -> None:
+    from feedback_insights.clusters import text_sql
+    from feedback_insights.config import embedded_default
+    from feedback_insights.ingest import ingest
+    from feedback_insights.record import FIELDS
+
+    config = embedded_default(tmp_path / "wh.duckdb")
+    with Warehouse(config.warehouse.path) as wh:
+        ingest(config, wh)
+        columns = [f for f in FIELDS if f not in ("agent", "evidence", "context", "metadata", "original")]
+        rows = wh.con.execute(f"SELECT {text_sql('reports')}, {', '.join(columns)} FROM records r").fetchall()
+    vague = 0
+    for sql_text, *values in rows:
+        python_text = record_text(dict(zip(columns, values, strict=True)))
+        assert (sql_text or "") == python_text
+        vague += not python_text
+    assert 0 < vague < len(rows) / 5  # some reports are too vague to cluster; most are not
