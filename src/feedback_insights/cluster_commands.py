@@ -152,7 +152,7 @@ def clusters_show(
                JOIN records r USING (collector, id) WHERE m.cluster_id = ? ORDER BY r.received_at""",
             [cluster_id],
         ).fetchall()
-    out.print(f"[bold]cluster {cluster_id}[/] · {escape(label or '')} · {status}", highlight=False)
+    out.print(f"[bold]cluster {cluster_id}[/]: {escape(label or '')}  ({status})", highlight=False)
     for key in ("service", "accounts", "accounts_this_week", "accounts_last_week", "reports", "anonymous_reports",
                 "sessions", "tools", "first_seen", "last_seen", "trend", "regression", "score", "severities",
                 "outcomes", "mean_sentiment", "mean_specificity"):

@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from .clustering import ClusterSettings, place, unit
+from .clustering import ClusterSettings, background, place
 from .embedding import Embedder, record_text
 
 
@@ -68,7 +68,7 @@ def cluster_inputs(inputs: pl.DataFrame, embedder: Embedder, settings: ClusterSe
     cluster_of = np.full(inputs.height, -1, dtype=np.int64)
     next_id = 0
     empty = np.empty((0, vectors.shape[1]), dtype=np.float32)
-    centre = unit(vectors).mean(axis=0) if len(vectors) else None  # one centre for all, as in the pipeline
+    centre = background(vectors)  # one centre for all partitions, as in the pipeline
     for _, part in with_text.with_row_index("vec").group_by("service", "polarity", maintain_order=True):
         placement = place(vectors[part.get_column("vec").to_numpy()], empty, np.empty(0, np.int64), settings, centre)
         local = placement.new

@@ -73,7 +73,7 @@ def place(
         empty = np.empty(0, dtype=np.int64)
         return Placement(existing=empty, new=empty, new_count=0)
     if centre is None:
-        centre = unit(np.vstack([members, pending]).astype(np.float32)).mean(axis=0)
+        centre = background(np.vstack([members, pending]))
     pending_c = _centred(pending, centre)
     existing = assign(pending_c, _centred(members, centre), member_ids, settings) if len(members) else (
         np.full(len(pending), -1, dtype=np.int64)
@@ -83,6 +83,14 @@ def place(
     new = np.full(len(pending), -1, dtype=np.int64)
     new[rest] = labels
     return Placement(existing=existing, new=new, new_count=int(labels.max()) + 1 if len(labels) else 0)
+
+
+def background(vectors: np.ndarray, prior: int = 20) -> np.ndarray:
+    """The direction every report shares: the mean of the unit vectors, shrunk towards zero as
+    if ``prior`` more vectors had no common direction, so a handful of reports (whose mean is
+    mostly themselves) is barely centred at all."""
+    n = len(vectors)
+    return unit(vectors.astype(np.float32)).mean(axis=0) * (n / (n + prior)) if n else np.zeros(vectors.shape[1])
 
 
 def cluster(vectors: np.ndarray, settings: ClusterSettings = ClusterSettings()) -> np.ndarray:
@@ -97,30 +105,55 @@ def _centred(vectors: np.ndarray, centre: np.ndarray) -> np.ndarray:
 def cluster_centred(vectors: np.ndarray, settings: ClusterSettings) -> np.ndarray:
     """Steps 2–6 on vectors already centred."""
     n = len(vectors)
-    if n == 2 and settings.min_cluster_size == 2:  # too few for HDBSCAN: a pair is a cluster if
-        similarity = float(vectors[0] @ vectors[1])  # each would join the other
-        together = similarity >= max(settings.join_nearest, settings.join_centroid, settings.min_cohesion)
-        return np.zeros(2, dtype=np.int64) if together else np.full(2, -1, dtype=np.int64)
-    if n < max(settings.min_cluster_size, 3):
-        return np.full(n, -1, dtype=np.int64)
-    import hdbscan  # imported here: the CLI must start fast
-
+    if n < 3:  # too few for HDBSCAN
+        return _pair_up(vectors, np.full(n, -1, dtype=np.int64), settings)
     # Small sets get fewer neighbours: with k close to n every point shares every neighbour.
     k = min(settings.neighbours, max(2, round(np.sqrt(n))))
     neighbours, _ = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k)
-    fragments = hdbscan.HDBSCAN(
-        metric="precomputed", min_cluster_size=settings.min_cluster_size,
-        min_samples=min(settings.min_samples, n - 1), max_dist=2.0,
-        allow_single_cluster=True,  # a partition may hold one problem only; the gates below judge it
-    ).fit_predict(_snn_distances(neighbours))
-    if (fragments >= 0).sum() == 0:
-        return fragments.astype(np.int64)
+    distances = _snn_distances(neighbours)
+    fragments = _hdbscan(distances, settings, n, single=False)
+    if (fragments >= 0).sum() == 0:  # nothing splits: the whole set may be one problem; the gates judge it
+        fragments = _hdbscan(distances, settings, n, single=True)
     labels = _merge_fragments(vectors, fragments, settings.merge_similarity)
-    noise = np.flatnonzero(labels < 0)
-    labels[noise] = assign(vectors[noise], vectors, labels, settings)
-    labels = _trim(vectors, labels, settings)
+    labels = _trim(vectors, _attach(vectors, labels, settings), settings)
+    labels = _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
     labels = _dissolve_loose(vectors, labels, settings.min_cohesion)
     return _renumber(labels)
+
+
+def _attach(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:
+    """Left-over points join a cluster by the same rule as new reports."""
+    labels = labels.copy()
+    noise = np.flatnonzero(labels < 0)
+    labels[noise] = assign(vectors[noise], vectors, labels, settings)
+    return labels
+
+
+def _pair_up(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:
+    """Two left-over reports that are each other's nearest and would each join the other make a
+    cluster: HDBSCAN's density view misses duplicates that come in pairs, the common case."""
+    labels = labels.copy()
+    left = np.flatnonzero(labels < 0)
+    if len(left) < 2 or settings.min_cluster_size > 2:
+        return labels
+    nearest, sims = nearest_neighbours(vectors[left], 1)
+    nearest, sims = nearest[:, 0], sims[:, 0]
+    mutual = (nearest[nearest] == np.arange(len(left))) & (np.arange(len(left)) < nearest)
+    alike = sims >= max(settings.join_nearest, settings.join_centroid, settings.min_cohesion)
+    first = np.flatnonzero(mutual & alike)
+    start = labels.max() + 1
+    labels[left[first]] = start + np.arange(len(first))
+    labels[left[nearest[first]]] = start + np.arange(len(first))
+    return labels
+
+
+def _hdbscan(distances: sp.csr_matrix, settings: ClusterSettings, n: int, single: bool) -> np.ndarray:
+    import hdbscan  # imported here: the CLI must start fast
+
+    return hdbscan.HDBSCAN(
+        metric="precomputed", min_cluster_size=settings.min_cluster_size,
+        min_samples=min(settings.min_samples, n - 1), max_dist=2.0, allow_single_cluster=single,
+    ).fit_predict(distances)
 
 
 def assign(vectors: np.ndarray, members: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:

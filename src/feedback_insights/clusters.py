@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .clustering import ClusterSettings, place, unit
+from .clustering import ClusterSettings, background, place
 from .embedding import (
     FREE_TEXT, MIN_WORDS, PLACEHOLDER, TEXT_COMPOSITION, WORD, Embedder, embed_with_cache, text_sha256, to_matrix,
 )
@@ -107,39 +107,52 @@ def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total) 
     if pending.is_empty():
         return
     with_text = pending.filter(pl.col("text").is_not_null())
+    texts = with_text.get_column("text").to_list()
     if on_total:
-        on_total(with_text.height)
-    vectors = embed_with_cache(con, embedder, with_text.get_column("text").to_list(), on_batch=on_embed)
-    with_text = with_text.with_row_index("row").with_columns(
-        pl.col("text").map_elements(text_sha256, return_dtype=pl.String).alias("text_sha256")
-    )
-    now = now_utc()
-    placed: list[pl.DataFrame] = [
-        pending.filter(pl.col("text").is_null() & pl.col("fresh")).select(
-            "collector", "id", pl.lit(None, pl.String).alias("text_sha256"),
-            pl.lit(None, pl.Int64).alias("cluster_id"), pl.lit(None, pl.String).alias("assigned_by"),
-        )
-    ]
-    touched: set[int] = set()
+        on_total(len(texts))
+    vectors = embed_with_cache(con, embedder, texts, on_batch=on_embed)
+    with_text = with_text.with_columns(pl.Series("text_sha256", [text_sha256(t) for t in texts], pl.String))
     members = _members(con, embedder.model_id, view, embedder.dimensions)
     # One centre for the whole view: the background every report shares (see clustering.py).
-    centre = unit(np.vstack([members.vectors, vectors])).mean(axis=0)
-    for (service, polarity), part in with_text.group_by("service", "polarity", maintain_order=True):
+    centre = background(np.vstack([members.vectors, vectors]))
+    placements = []
+    for (service, polarity), part in with_text.with_row_index("row").group_by("service", "polarity", maintain_order=True):
         if not part.get_column("fresh").any():
             continue  # nothing new here: re-clustering the same leftovers would change nothing real
         mine = members.of(service, polarity)
         rows = part.get_column("row").to_numpy()
         placement = place(vectors[rows], members.vectors[mine], members.cluster_ids[mine], settings, centre)
-        new_ids = _new_cluster_ids(con, view, service, polarity, placement.new_count, now)
+        placements.append((service, polarity, part, placement))
+    no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        touched = _store(con, view, placements, no_text, summary)
+        describe(warehouse, embedder.model_id, view, touched)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _store(con, view: str, placements: list, no_text: pl.DataFrame, summary: ClusterRun) -> set[int]:
+    """Create the new clusters and write every placement; returns the clusters that changed."""
+    now = now_utc()
+    frames = [no_text.select(
+        "collector", "id", pl.lit(None, pl.String).alias("text_sha256"),
+        pl.lit(None, pl.Int64).alias("cluster_id"), pl.lit(None, pl.String).alias("assigned_by"),
+    )]
+    touched: set[int] = set()
+    for service, polarity, part, placement in placements:
         cluster_id = placement.existing.copy()
         if placement.new_count:
+            new_ids = _new_cluster_ids(con, view, service, polarity, placement.new_count, now)
             fresh = placement.new >= 0
             cluster_id[fresh] = new_ids[placement.new[fresh]]
         summary.joined[view] = summary.joined.get(view, 0) + int((placement.existing >= 0).sum())
         summary.new_clusters[view] = summary.new_clusters.get(view, 0) + placement.new_count
         summary.in_new[view] = summary.in_new.get(view, 0) + int((placement.new >= 0).sum())
         touched.update(int(c) for c in np.unique(cluster_id[cluster_id >= 0]))
-        placed.append(
+        frames.append(
             part.select("collector", "id", "text_sha256")
             .with_columns(pl.Series("cluster_id", cluster_id), pl.Series("joined", placement.existing >= 0))
             .select(
@@ -149,10 +162,10 @@ def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total) 
                 .when(pl.col("cluster_id") >= 0).then(pl.lit("hdbscan")).alias("assigned_by"),
             )
         )
-    frame = pl.concat(placed, how="vertical_relaxed")
+    frame = pl.concat(frames, how="vertical_relaxed")
     summary.unclustered[view] = frame.filter(pl.col("cluster_id").is_null()).height
     _store_members(con, view, frame, now)
-    describe(warehouse, embedder.model_id, view, touched)
+    return touched
 
 
 @dataclass(slots=True)

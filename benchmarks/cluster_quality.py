@@ -1,0 +1,302 @@
+"""Clustering quality: our precision-first clustering against BERTopic and KMeans, and its stability.
+
+Two labelled sets from ``../shared/data``:
+
+- ``clinc150.jsonl``: 4,500 short user utterances in 150 intents (the "oos" rows are noise
+  with no intent, so they are left out);
+- ``bug_duplicates.jsonl``: 3,579 long bug reports (``text``), gold ``label`` = the duplicate
+  group (most reports have no duplicate and are a group of their own).
+
+Each set is embedded once with :class:`feedback_insights.embedding.MiniLMEmbedder`
+(all-MiniLM-L6-v2) and every method clusters the same vectors. The embeddings are cached as
+``benchmarks/.cache/<set>-<hash of the texts>.npy`` (the folder ignores itself for git), so
+only the first run pays the embedding (~3 min for the bug reports, ~15 s for clinc).
+
+1. Methods side by side, one table per set: BCubed precision / recall / F1 (unclustered =
+   a cluster of its own), ARI, V-measure, unclustered share, clustering seconds:
+
+   - **ours**: default :class:`ClusterSettings`, through the stateless ``cluster`` command's
+     own :func:`cluster_file.cluster_inputs` (one centre over all vectors, then ``place`` with
+     no members) fed the cached vectors; checked to give the same partition as
+     :func:`clustering.cluster`;
+   - **ours, strict**: the precision-first thresholds measured earlier
+     (``join_centroid=0.5, join_nearest=0.6, min_cohesion=0.47``);
+   - **BERTopic**: its default pipeline on the precomputed embeddings, with BERTopic's default
+     UMAP given a seed for repeatability; topic -1 (outliers) = unclustered;
+   - **KMeans** (scikit-learn) told the true number of clusters.
+
+   Every method is first run once on 4,200 clinc vectors (above UMAP's 4,096-point switch to
+   approximate neighbours), so imports and UMAP's numba compilation are reported separately
+   rather than charged to the first set.
+
+2. Stability of incremental runs (default settings, seed 0), as the pipeline runs them: a
+   random 80 % is clustered from scratch; then the other 20 %, together with the 80 %'s
+   unclustered points (the pipeline re-offers those), go through a second ``place`` with the
+   first run's clustered points as members and the centre recomputed over all 100 % (``place``'s
+   default). Reported: "kept", the share of points clustered in run 1 that keep their id;
+   "unchanged", the share of all the 80 % whose label is unchanged (an unclustered point that
+   gains a cluster counts as changed); BCubed F1 of the combined labels (joined points take
+   the cluster's id, new clusters fresh ids) against "ours" clustering all 100 % at once.
+
+Targets, on both sets: ours (default) BCubed precision ≥ 0.85 and F1 above BERTopic's;
+≥ 95 % of run-1 clustered points keep their id and |ΔF1| ≤ 0.03.
+
+Run by hand: ``python benchmarks/cluster_quality.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+from sklearn.cluster import KMeans
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metrics import scores
+
+from feedback_insights.cluster_file import cluster_inputs
+from feedback_insights.clustering import ClusterSettings, cluster, place
+from feedback_insights.embedding import MiniLMEmbedder
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+CACHE = REPO / "benchmarks" / ".cache"
+
+DEFAULT = ClusterSettings()
+STRICT = ClusterSettings(join_centroid=0.5, join_nearest=0.6, min_cohesion=0.47)
+COLUMNS = ("P", "R", "F1", "ARI", "V", "unclustered")
+
+#: A method: (unit vectors, texts, true number of clusters) → labels, -1 = unclustered.
+Method = Callable[[np.ndarray, list[str], int], np.ndarray]
+
+
+@dataclass(slots=True)
+class Dataset:
+    name: str
+    texts: list[str]
+    gold: list[str]
+    vectors: np.ndarray
+
+
+def read(name: str, keep: Callable[[dict], bool] = lambda row: True) -> tuple[list[str], list[str]]:
+    rows = [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+    rows = [row for row in rows if keep(row)]
+    return [row["text"] for row in rows], [row["label"] for row in rows]
+
+
+def embed(name: str, texts: list[str], console: Console) -> np.ndarray:
+    """MiniLM vectors of ``texts``, from the cache when these exact texts were embedded before."""
+    digest = hashlib.sha256(json.dumps([MiniLMEmbedder.model_id, texts]).encode()).hexdigest()[:16]
+    path = CACHE / f"{name}-{digest}.npy"
+    if path.exists():
+        return np.load(path)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / ".gitignore").write_text("*\n")
+    start = time.perf_counter()
+    vectors = MiniLMEmbedder().encode(texts)
+    console.print(f"embedded {len(texts):,} {name} texts in {time.perf_counter() - start:.0f} s")
+    np.save(path, vectors)
+    return vectors
+
+
+@dataclass(slots=True)
+class Precomputed:
+    """An embedder that hands back vectors computed before, row for row."""
+
+    vectors: np.ndarray
+    model_id: str = MiniLMEmbedder.model_id
+    dimensions: int = MiniLMEmbedder.dimensions
+
+    def encode(self, texts: list[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        assert len(texts) == len(self.vectors)
+        return self.vectors
+
+
+def ours(settings: ClusterSettings) -> Method:
+    """The stateless ``cluster`` command: every text in one partition (no service)."""
+
+    def run(vectors: np.ndarray, texts: list[str], k: int) -> np.ndarray:
+        inputs = pl.DataFrame(
+            {
+                "id": [str(i) for i in range(len(texts))],
+                "text": texts,
+                "service": None,
+                "polarity": "problem",
+            },
+            schema={
+                "id": pl.String,
+                "text": pl.String,
+                "service": pl.String,
+                "polarity": pl.String,
+            },
+        )
+        clusters = cluster_inputs(inputs, Precomputed(vectors), settings).get_column("cluster_id")
+        return clusters.fill_null(-1).to_numpy().astype(np.int64)
+
+    return run
+
+
+def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two labellings group the items alike (ids may differ, -1 must match)."""
+    if not np.array_equal(a < 0, b < 0):
+        return False
+    pairs = set(zip(a[a >= 0].tolist(), b[b >= 0].tolist(), strict=True))
+    return len(pairs) == len(set(a[a >= 0].tolist())) == len(set(b[b >= 0].tolist()))
+
+
+def bertopic(vectors: np.ndarray, texts: list[str], k: int) -> np.ndarray:
+    """BERTopic's default pipeline; its default UMAP, seeded (which makes UMAP single-threaded)."""
+    from bertopic import BERTopic
+    from umap import UMAP
+
+    umap = UMAP(n_neighbors=15, n_components=5, min_dist=0.0, metric="cosine", random_state=42)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="n_jobs value 1 overridden")
+        topics, _ = BERTopic(umap_model=umap).fit_transform(texts, embeddings=vectors)
+    return np.asarray(topics, dtype=np.int64)
+
+
+def kmeans(vectors: np.ndarray, texts: list[str], k: int) -> np.ndarray:
+    return KMeans(n_clusters=k, n_init="auto", random_state=0).fit_predict(vectors).astype(np.int64)
+
+
+METHODS: dict[str, Method] = {
+    "ours": ours(DEFAULT),
+    "ours, strict": ours(STRICT),
+    "BERTopic": bertopic,
+    "KMeans (true k)": kmeans,
+}
+
+
+def warm_up(data: Dataset, size: int = 4200) -> float:
+    """Run every method once on a slice: imports and numba compilation out of the timings."""
+    start = time.perf_counter()
+    for method in METHODS.values():
+        method(data.vectors[:size], data.texts[:size], 10)
+    return time.perf_counter() - start
+
+
+def compare(data: Dataset) -> tuple[dict[str, dict[str, float]], dict[str, np.ndarray]]:
+    """Each method's scores and clustering seconds on one set, and its labels."""
+    k = len(set(data.gold))
+    results, labels = {}, {}
+    for name, method in METHODS.items():
+        start = time.perf_counter()
+        labels[name] = method(data.vectors, data.texts, k)
+        seconds = time.perf_counter() - start
+        results[name] = scores(labels[name], data.gold) | {"seconds": seconds}
+    return results, labels
+
+
+def table(data: Dataset, results: dict[str, dict[str, float]]) -> Table:
+    title = f"{data.name}: {len(data.texts):,} texts, {len(set(data.gold)):,} gold clusters"
+    out = Table(title=title)
+    for column in ("method", *COLUMNS, "seconds"):
+        out.add_column(column, justify="left" if column == "method" else "right", no_wrap=True)
+    for name, result in results.items():
+        out.add_row(name, *(f"{result[c]:.3f}" for c in COLUMNS), f"{result['seconds']:.1f}")
+    return out
+
+
+@dataclass(slots=True)
+class Stability:
+    kept: float  # of the run-1 clustered points, share with the same id after run 2
+    unchanged: float  # of all run-1 points, share with the same label (-1 → a cluster = changed)
+    f1_incremental: float
+
+
+def stability(data: Dataset, settings: ClusterSettings = DEFAULT, seed: int = 0) -> Stability:
+    """Cluster 80 % from scratch, then place the rest (and run 1's leftovers) as the pipeline does."""
+    n = len(data.vectors)
+    order = np.random.default_rng(seed).permutation(n)
+    first, second = order[: int(0.8 * n)], order[int(0.8 * n) :]
+    run1 = cluster(data.vectors[first], settings)
+    clustered = run1 >= 0
+    pending = np.concatenate([second, first[~clustered]])
+    run2 = place(data.vectors[pending], data.vectors[first[clustered]], run1[clustered], settings)
+
+    final = np.full(n, -1, dtype=np.int64)
+    final[first] = run1
+    offset = int(run1.max()) + 1
+    final[pending] = np.where(
+        run2.existing >= 0, run2.existing, np.where(run2.new >= 0, run2.new + offset, -1)
+    )
+    return Stability(
+        kept=float(np.mean(final[first[clustered]] == run1[clustered])),
+        unchanged=float(np.mean(final[first] == run1)),
+        f1_incremental=scores(final, data.gold)["F1"],
+    )
+
+
+def verdict(ok: bool, text: str) -> str:
+    return f"[green]PASS[/] {text}" if ok else f"[red]FAIL[/] {text}"
+
+
+def main() -> None:
+    console = Console()
+    clinc_texts, clinc_gold = read("clinc150.jsonl", keep=lambda row: row["label"] != "oos")
+    bug_texts, bug_gold = read("bug_duplicates.jsonl")
+    datasets = [
+        Dataset("clinc150", clinc_texts, clinc_gold, embed("clinc150", clinc_texts, console)),
+        Dataset("bug_duplicates", bug_texts, bug_gold, embed("bug_duplicates", bug_texts, console)),
+    ]
+    console.print(f"warm-up (imports, UMAP's numba compilation): {warm_up(datasets[0]):.0f} s")
+
+    checks: list[str] = []
+    stable: list[tuple[str, Stability, float]] = []
+    for data in datasets:
+        results, labels = compare(data)
+        console.print(table(data, results))
+        agree = same_partition(labels["ours"], cluster(data.vectors, DEFAULT))
+        console.print(
+            f"ours (cluster_inputs) gives the same partition as cluster(): {'yes' if agree else 'NO'}"
+        )
+        mine, theirs = results["ours"], results["BERTopic"]
+        checks.append(
+            verdict(mine["P"] >= 0.85, f"{data.name}: ours BCubed precision {mine['P']:.3f} ≥ 0.85")
+        )
+        checks.append(
+            verdict(
+                mine["F1"] > theirs["F1"],
+                f"{data.name}: ours F1 {mine['F1']:.3f} > BERTopic {theirs['F1']:.3f}",
+            )
+        )
+        stable.append((data.name, stability(data), mine["F1"]))
+
+    out = Table(title="Stability: 80 % from scratch, then 20 % placed (ours, default, seed 0)")
+    for column in ("set", "kept", "unchanged", "F1 80+20", "F1 at once", "ΔF1"):
+        out.add_column(column, justify="left" if column == "set" else "right", no_wrap=True)
+    for name, result, f1_all in stable:
+        delta = result.f1_incremental - f1_all
+        out.add_row(
+            name,
+            f"{result.kept:.1%}",
+            f"{result.unchanged:.1%}",
+            f"{result.f1_incremental:.3f}",
+            f"{f1_all:.3f}",
+            f"{delta:+.3f}",
+        )
+        checks.append(
+            verdict(
+                result.kept >= 0.95,
+                f"{name}: {result.kept:.1%} of run-1 clustered points keep their id ≥ 95 %",
+            )
+        )
+        checks.append(verdict(abs(delta) <= 0.03, f"{name}: |ΔF1| {abs(delta):.3f} ≤ 0.03"))
+    console.print(out)
+    for line in checks:
+        console.print(line)
+
+
+if __name__ == "__main__":
+    main()
