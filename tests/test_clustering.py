@@ -59,3 +59,14 @@ def test_what_joins_nothing_is_clustered_among_itself() -> None:
 def test_loose_groups_are_left_unclustered() -> None:
     loose, _ = _groups([6], spread=3.0, seed=9)  # members barely alike
     assert (cluster(loose) == -1).all()
+
+
+def test_a_new_cluster_must_hold_something_new() -> None:
+    # Earlier left-overs that cluster only among themselves are left as they were; with one
+    # fresh report among them, they form a cluster.
+    leftovers, _ = _groups([4], spread=0.6, seed=11)
+    stale = place(leftovers, np.empty((0, 384), np.float32), np.empty(0, np.int64), fresh=np.zeros(4, bool))
+    assert stale.new_count == 0 and (stale.new == -1).all()
+    one_new = place(leftovers, np.empty((0, 384), np.float32), np.empty(0, np.int64),
+                    fresh=np.array([False, False, False, True]))
+    assert one_new.new_count == 1 and (one_new.new == 0).all()

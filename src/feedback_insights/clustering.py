@@ -1,29 +1,31 @@
 """Precision-first clustering of report embeddings, incremental, with stable ids.
 
-Merging two different problems into one issue is worse than splitting one, so every step is
-biased towards precision. Measured on this 2-core machine (``benchmarks/cluster_quality.py``,
-``benchmarks/pipeline_speed.py``); raw HDBSCAN on 384-d vectors grows with n² and UMAP costs a
-minute of compilation per process, so neither is used directly:
+Merging two different problems into one issue is worse than splitting one, so every step leans
+towards precision. Raw HDBSCAN on 384-d vectors grows with n² and UMAP costs a minute of
+compilation per process, so neither is used directly. The steps:
 
-1. **Centre** the vectors on the partition's mean and re-normalise. Sentence embeddings share a
-   large common direction (reports about one service all "look alike"); removing it is what
-   lets one set of cosine thresholds work across corpora.
+1. **Centre** the vectors on the view's background direction (:func:`background`) and
+   re-normalise: sentence embeddings share a large common direction (reports about one service
+   all "look alike"); removing it lets one set of cosine thresholds hold across corpora.
 2. **Neighbours:** exact k-nearest neighbours (blocked matrix products) on a 64-d PCA
    projection: cheap, and as good as 384-d for neighbour search.
-3. **HDBSCAN** (``hdbscan`` package) on shared-nearest-neighbour distances
-   (``1 − |N(i) ∩ N(j)| / (k + 1)``) over the sparse kNN graph, ``min_cluster_size=2``: density
-   that adapts to the local scale, clusters of two or three reports allowed. It yields pure
-   fragments.
-4. **Merge fragments** whose centroids are close (average linkage, cosine ≥ ``merge_similarity``).
-5. **Attach** left-over points by the same rule that places a new report in an existing
-   cluster (:func:`assign`): its nearest centroid must be close *and* so must one member.
-   Then **trim** members the same rule would not have let in.
-6. **Cohesion gate:** a cluster whose members are, on average, not similar enough to each other
-   is dissolved: better unclustered than merged wrongly.
+3. **HDBSCAN** (``hdbscan`` package, clusters of two allowed) on shared-nearest-neighbour
+   distances (``1 − |N(i) ∩ N(j)| / (k + 1)``) over that sparse graph: density that adapts to
+   the local scale. It yields pure fragments.
+4. **Merge fragments** whose centroids are close (average linkage, ``merge_similarity``).
+5. **Attach** left-over points by the rule that places a new report in an existing cluster
+   (:func:`assign`): its nearest centroid must be close *and* so must one member; then **trim**
+   members the same rule would not admit, so one stray report cannot sink a cluster.
+6. **Pairs:** two left-over reports that are each other's nearest and would each join the
+   other form a cluster (HDBSCAN's density view misses duplicates that come in twos, the
+   common case); attach and trim again.
+7. **Cohesion gate:** a cluster whose members are, on average, less alike than
+   ``min_cohesion`` is dissolved: better unclustered than merged wrongly.
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
-:func:`assign`; what is left is clustered among itself (steps 2–6). Members never move, so
-cluster ids are stable by construction.
+:func:`assign`; what is left is clustered among itself (steps 2–7). Members never move, so
+cluster ids are stable by construction. Defaults and their measured effect: README, "Clusters
+and demand"; ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class ClusterSettings:
     merge_similarity: float = 0.5
     join_centroid: float = 0.4  # cosine to the nearest cluster's centroid …
     join_nearest: float = 0.5  # … and to its nearest member, for a report to join a cluster
-    min_cohesion: float = 0.3  # mean pairwise cosine below which a new cluster is dissolved
+    min_cohesion: float = 0.42  # mean pairwise cosine below which a new cluster is dissolved
 
 
 @dataclass(slots=True)
@@ -66,9 +68,14 @@ def place(
     member_ids: np.ndarray,
     settings: ClusterSettings = ClusterSettings(),
     centre: np.ndarray | None = None,
+    fresh: np.ndarray | None = None,
 ) -> Placement:
     """Offer ``pending`` vectors to the clusters of ``members`` (labelled ``member_ids``), then
-    cluster what joined nothing among itself. ``centre`` defaults to the mean of both sets."""
+    cluster what joined nothing among itself. ``centre`` defaults to :func:`background` of both
+    sets. ``fresh`` marks the pending vectors never seen before (default: all): a new cluster
+    must hold one, because earlier left-overs that cluster only among themselves would have
+    done so when they were first seen — without this rule every run would re-cut the same
+    left-overs a little differently."""
     if len(pending) == 0:
         empty = np.empty(0, dtype=np.int64)
         return Placement(existing=empty, new=empty, new_count=0)
@@ -80,6 +87,9 @@ def place(
     )
     rest = np.flatnonzero(existing < 0)
     labels = cluster_centred(pending_c[rest], settings)
+    if fresh is not None:
+        with_fresh = np.unique(labels[(labels >= 0) & fresh[rest]])
+        labels = _renumber(np.where(np.isin(labels, with_fresh), labels, -1))
     new = np.full(len(pending), -1, dtype=np.int64)
     new[rest] = labels
     return Placement(existing=existing, new=new, new_count=int(labels.max()) + 1 if len(labels) else 0)
@@ -294,6 +304,8 @@ def _dissolve_loose(vectors: np.ndarray, labels: np.ndarray, min_cohesion: float
 
 
 def _renumber(labels: np.ndarray) -> np.ndarray:
+    if labels.size == 0:
+        return labels.astype(np.int64)
     kept = np.unique(labels[labels >= 0])
     mapping = np.full(labels.max() + 2, -1, dtype=np.int64)
     mapping[kept] = np.arange(len(kept))

@@ -121,7 +121,8 @@ def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total) 
             continue  # nothing new here: re-clustering the same leftovers would change nothing real
         mine = members.of(service, polarity)
         rows = part.get_column("row").to_numpy()
-        placement = place(vectors[rows], members.vectors[mine], members.cluster_ids[mine], settings, centre)
+        placement = place(vectors[rows], members.vectors[mine], members.cluster_ids[mine], settings, centre,
+                          fresh=part.get_column("fresh").to_numpy())
         placements.append((service, polarity, part, placement))
     no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
     con.execute("BEGIN TRANSACTION")

@@ -83,7 +83,7 @@ class ClusteringConfig(_Strict):
     merge_similarity: float = Field(0.5, gt=-1, lt=1)
     join_centroid: float = Field(0.4, gt=-1, lt=1, description="cosine to the nearest centroid a report needs to join")
     join_nearest: float = Field(0.5, gt=-1, lt=1, description="… and to the nearest member of that cluster")
-    min_cohesion: float = Field(0.3, gt=-1, lt=1, description="mean pairwise cosine below which a cluster dissolves")
+    min_cohesion: float = Field(0.42, gt=-1, lt=1, description="mean pairwise cosine below which a cluster dissolves")
 
 
 class DemandConfig(_Strict):
