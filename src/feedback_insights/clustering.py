@@ -113,7 +113,7 @@ def _centred(vectors: np.ndarray, centre: np.ndarray) -> np.ndarray:
 
 
 def cluster_centred(vectors: np.ndarray, settings: ClusterSettings) -> np.ndarray:
-    """Steps 2–6 on vectors already centred."""
+    """Steps 2–7 on vectors already centred."""
     n = len(vectors)
     if n < 3:  # too few for HDBSCAN
         return _pair_up(vectors, np.full(n, -1, dtype=np.int64), settings)
