@@ -67,3 +67,9 @@ def test_bad_lines_are_named_with_their_line_and_field(tmp_path: Path) -> None:
         assert done.returncode == 2, body
         assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
         assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_unknown_view_is_named(tmp_path: Path) -> None:
+    done = run_cli("clusters", "list", "--view", "topics", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--view must be one of: reports, goals (got 'topics')" in done.stderr

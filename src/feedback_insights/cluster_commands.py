@@ -54,7 +54,8 @@ def cluster_with_progress(cfg) -> None:
 
 @app.command("cluster")
 def cluster_file(
-    input: Annotated[Path, typer.Option("--input", "-i", help="JSONL: canonical records or {id, text} objects.")],
+    input: Annotated[Path, typer.Option("--input", "-i", exists=True, dir_okay=False,
+                                        help="JSONL: canonical records or {id, text} objects.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="JSONL: one {id, cluster_id} line per input.")],
     text_field: Annotated[str, typer.Option("--text-field", help="Field holding the text (absent: compose from canonical fields).")] = "text",
     id_field: Annotated[str, typer.Option("--id-field", help="Field holding the id.")] = "id",
@@ -98,9 +99,12 @@ def clusters_list(
     import orjson
     from rich.table import Table
 
+    from .clusters import VIEWS
     from .demand import demand
     from .warehouse import Warehouse
 
+    if view not in VIEWS:
+        raise UserError(f"--view must be one of: {', '.join(VIEWS)} (got {view!r})")
     cfg = _config(config)
     with Warehouse(cfg.warehouse.path) as warehouse:
         frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days)
