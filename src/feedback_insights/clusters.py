@@ -24,7 +24,7 @@ from .embedding import (
     FREE_TEXT, MIN_WORDS, PLACEHOLDER, TEXT_COMPOSITION, WORD, Embedder, embed_with_cache, text_sha256, to_matrix,
 )
 from .labelling import key_terms, medoid
-from .warehouse import Warehouse, now_utc
+from .warehouse import Warehouse, now_utc, transaction
 
 VIEWS = ("reports", "goals")
 
@@ -125,14 +125,9 @@ def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total) 
                           fresh=part.get_column("fresh").to_numpy())
         placements.append((service, polarity, part, placement))
     no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         touched = _store(con, view, placements, no_text, summary)
         describe(warehouse, embedder.model_id, view, touched)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _store(con, view: str, placements: list, no_text: pl.DataFrame, summary: ClusterRun) -> set[int]:

@@ -16,7 +16,7 @@ import orjson
 
 from .clusters import describe
 from .embedding import MiniLMEmbedder
-from .warehouse import Warehouse, now_utc
+from .warehouse import Warehouse, now_utc, transaction
 
 ENV_ACTOR = "FEEDBACK_INSIGHTS_USER"
 
@@ -64,8 +64,7 @@ def merge(warehouse: Warehouse, into: int, other: int, actor: str, reason: str |
             )
     con = warehouse.con
     now = now_utc()
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute("UPDATE cluster_members SET cluster_id = ? WHERE cluster_id = ?", [into, other])
         con.execute(
             "UPDATE clusters SET status = 'merged', merged_into = ?, updated_at = ? WHERE id = ?", [into, now, other]
@@ -73,10 +72,6 @@ def merge(warehouse: Warehouse, into: int, other: int, actor: str, reason: str |
         # Anything that pointed at the absorbed cluster now points at the survivor.
         con.execute("UPDATE clusters SET merged_into = ? WHERE merged_into = ?", [into, other])
         _record_action(con, "merge", into, actor, reason, other_id=other)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     describe(warehouse, MiniLMEmbedder.model_id, target["view"], {into})
 
 
@@ -91,8 +86,7 @@ def split(warehouse: Warehouse, cluster_id: int, record_ids: list[str], actor: s
     if len(chosen) == len(members):
         raise CorrectionError(f"that is every member of cluster {cluster_id}: nothing would be left to split from")
     now = now_utc()
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         new_id = con.execute(
             """INSERT INTO clusters (view, service, polarity, created_at, updated_at)
                VALUES (?, ?, ?, ?, ?) RETURNING id""",
@@ -106,10 +100,6 @@ def split(warehouse: Warehouse, cluster_id: int, record_ids: list[str], actor: s
             )
         _record_action(con, "split", cluster_id, actor, reason, other_id=new_id,
                        records=[f"{c}:{i}" for c, i in chosen])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     describe(warehouse, MiniLMEmbedder.model_id, source["view"], {cluster_id, new_id})
     return int(new_id)
 
@@ -121,17 +111,12 @@ def set_ignored(warehouse: Warehouse, cluster_id: int, actor: str, ignored: bool
     if ignored == (found["status"] == "ignored"):
         raise CorrectionError(f"cluster {cluster_id} is {'already' if ignored else 'not'} ignored")
     con = warehouse.con
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(
             "UPDATE clusters SET status = ?, updated_at = ? WHERE id = ?",
             ["ignored" if ignored else "open", now_utc(), cluster_id],
         )
         _record_action(con, "ignore" if ignored else "unignore", cluster_id, actor, reason)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _resolve_members(members: list[tuple[str, str]], wanted: list[str], cluster_id: int) -> list[tuple[str, str]]:

@@ -8,6 +8,8 @@ them) is stored in one transaction, so a crash leaves no partial batch and the c
 from __future__ import annotations
 
 import importlib.resources
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +93,18 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """All or nothing: commit when the block ends, roll back if it raises."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 class Warehouse:
     """A connection to the warehouse file, migrated on open."""
 
@@ -156,8 +170,7 @@ class Warehouse:
         now = now_utc()
         counts = BatchCounts(quarantined=staged.quarantine.num_rows if staged.quarantine is not None else 0)
         con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             if staged.records is not None:
                 con.register("staged", staged.records)
                 stored = con.execute(
@@ -178,10 +191,6 @@ class Warehouse:
                        updated_at = excluded.updated_at""",
                     [collector, key, value, now],
                 )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         return counts
 
     # -- quarantine -------------------------------------------------------------------------
@@ -213,13 +222,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
         version = int(script.name.split("_", 1)[0])
         if version in done:
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             con.execute(script.read_text(encoding="utf-8"))
             con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, script.name, now_utc()])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         applied.append(script.name)
     return applied
