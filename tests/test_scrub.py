@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedback_insights.config import embedded_default
@@ -224,6 +224,7 @@ def planted(draw: st.DrawFn) -> tuple[Any, str]:
     return document, secret_part(name, value)
 
 
+@example(("aws_secret_access_key=/iX8xFu/aBARK7DB6uiMnODWpoPoRMYnMV3H2gnJ", "/iX8xFu/aBARK7DB6uiMnODWpoPoRMYnMV3H2gnJ"))
 @settings(max_examples=500, deadline=None)
 @given(planted())
 def test_no_planted_secret_survives_in_any_nested_position(case: tuple[Any, str]) -> None:

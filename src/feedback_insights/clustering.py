@@ -20,7 +20,8 @@ compilation per process, so neither is used directly. The steps:
    other form a cluster (HDBSCAN's density view misses duplicates that come in twos, the
    common case); attach and trim again.
 7. **Cohesion gate:** a cluster whose members are, on average, less alike than
-   ``min_cohesion`` is dissolved: better unclustered than merged wrongly.
+   ``min_cohesion``, or hardly more alike to each other than to their ten nearest outsiders
+   (``separation``), is dissolved: better unclustered than merged wrongly.
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
 :func:`assign`; what is left is clustered among itself (steps 2–7). Members never move, so
@@ -46,6 +47,7 @@ class ClusterSettings:
     join_centroid: float = 0.4  # cosine to the nearest cluster's centroid …
     join_nearest: float = 0.5  # … and to its nearest member, for a report to join a cluster
     min_cohesion: float = 0.42  # mean pairwise cosine below which a new cluster is dissolved
+    separation: float = 0.01  # … or not this much above its members' similarity to outsiders
 
 
 @dataclass(slots=True)
@@ -127,7 +129,7 @@ def cluster_centred(vectors: np.ndarray, settings: ClusterSettings) -> np.ndarra
     labels = _merge_fragments(vectors, fragments, settings.merge_similarity)
     labels = _trim(vectors, _attach(vectors, labels, settings), settings)
     labels = _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
-    labels = _dissolve_loose(vectors, labels, settings.min_cohesion)
+    labels = _dissolve_loose(vectors, labels, settings)
     return _renumber(labels)
 
 
@@ -296,11 +298,43 @@ def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings, ro
     return labels
 
 
-def _dissolve_loose(vectors: np.ndarray, labels: np.ndarray, min_cohesion: float) -> np.ndarray:
-    """Unit vectors' mean pairwise cosine is ``(|Σx|² − n) / (n(n − 1))``."""
+def _dissolve_loose(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:
+    """Dissolve clusters whose members are not alike enough: mean pairwise cosine (for unit
+    vectors ``(|Σx|² − n) / (n(n − 1))``) below ``min_cohesion``, or not ``separation`` above the
+    members' mean similarity to their nearest outsiders. The second test is what catches a
+    loose group in a dense region (reports sharing a template), which any fixed cohesion
+    threshold either lets through or, set higher, takes real clusters with it."""
     ids, sums, sizes = _sums(vectors, labels)
+    if len(ids) == 0:
+        return labels
     cohesion = ((sums**2).sum(axis=1) - sizes) / np.maximum(sizes * (sizes - 1), 1)
-    return np.where(np.isin(labels, ids[cohesion < min_cohesion]), -1, labels)
+    clustered = labels >= 0
+    outside = np.bincount(
+        np.searchsorted(ids, labels[clustered]), weights=_outside_similarity(vectors, labels)[clustered],
+        minlength=len(ids),
+    ) / sizes
+    loose = (cohesion < settings.min_cohesion) | (cohesion - outside < settings.separation)
+    return np.where(np.isin(labels, ids[loose]), -1, labels)
+
+
+def _outside_similarity(vectors: np.ndarray, labels: np.ndarray, k: int = 10, block: int = 2048) -> np.ndarray:
+    """Each clustered point's mean cosine to its ``k`` nearest points outside its own cluster
+    (-1 when there are none); unclustered points get 0, unused."""
+    import torch
+
+    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
+    label_t = torch.from_numpy(labels)
+    out = np.zeros(len(vectors))
+    members = np.flatnonzero(labels >= 0)
+    for start in range(0, len(members), block):
+        rows = members[start : start + block]
+        scores = matrix[rows] @ matrix.T
+        scores[label_t[rows][:, None] == label_t[None, :]] = -float("inf")
+        values = torch.topk(scores, min(k, len(vectors)), dim=1).values.numpy()
+        finite = np.isfinite(values)
+        counts = finite.sum(axis=1)
+        out[rows] = np.where(counts > 0, np.where(finite, values, 0).sum(axis=1) / np.maximum(counts, 1), -1.0)
+    return out
 
 
 def _renumber(labels: np.ndarray) -> np.ndarray:

@@ -84,6 +84,9 @@ class ClusteringConfig(_Strict):
     join_centroid: float = Field(0.4, gt=-1, lt=1, description="cosine to the nearest centroid a report needs to join")
     join_nearest: float = Field(0.5, gt=-1, lt=1, description="… and to the nearest member of that cluster")
     min_cohesion: float = Field(0.42, gt=-1, lt=1, description="mean pairwise cosine below which a cluster dissolves")
+    separation: float = Field(
+        0.01, gt=-1, lt=1, description="… or how much more alike members must be than to their nearest outsiders"
+    )
 
 
 class DemandConfig(_Strict):

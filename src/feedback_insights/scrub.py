@@ -210,6 +210,14 @@ def looks_like_words(value: str) -> bool:
 _PATH = re.compile(r"(?:/[\w.~{}-]{1,32})+/?(?:\?\S*)?")
 
 
+def _has_base64_segment(value: str) -> bool:
+    return any(
+        len(part) >= 16 and any(c.isupper() for c in part) and any(c.islower() for c in part)
+        and any(c.isdigit() for c in part)
+        for part in value.split("/")
+    )
+
+
 def _word_start(match: re.Match[str]) -> bool:
     """The match does not begin in the middle of a word ("mytoken: …" is not "token: …")."""
     start = match.start()
@@ -228,9 +236,9 @@ def _value_ok(match: re.Match[str]) -> bool:
     value = match.group("v")
     before_value = text[match.start("v") - 1]
     quoted, attached = before_value in "\"'", before_value in "=:"
-    # "token: /auth?token=abc" names a path, not a credential (a base64 secret may also start
-    # with "/", but it is one long segment).
-    if _PATH.fullmatch(value) or value.startswith("http") or _NOT_SECRET.match(key):
+    # "token: /auth?token=abc" names a path, not a credential; a base64 secret may also start
+    # with "/" and contain more, but has a long segment mixing cases and digits.
+    if (_PATH.fullmatch(value) and not _has_base64_segment(value)) or value.startswith("http") or _NOT_SECRET.match(key):
         return False
     # After "password" even a short value is one ("password is hunter2"), and a quoted or
     # attached one ("password=Swordfish") may be plain letters; "password is required" is prose.
