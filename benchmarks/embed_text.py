@@ -23,14 +23,14 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from metrics import bcubed  # noqa: E402
+from metrics import bcubed
 
-from feedback_insights.clustering import ClusterSettings, place, unit  # noqa: E402
-from feedback_insights.clusters import text_sql  # noqa: E402
-from feedback_insights.config import embedded_default  # noqa: E402
-from feedback_insights.embedding import TEXT_COMPOSITION, MiniLMEmbedder, embed_with_cache  # noqa: E402
-from feedback_insights.ingest import ingest  # noqa: E402
-from feedback_insights.warehouse import Warehouse  # noqa: E402
+from feedback_insights.clustering import ClusterSettings, place, unit
+from feedback_insights.clusters import text_sql
+from feedback_insights.config import embedded_default
+from feedback_insights.embedding import TEXT_COMPOSITION, MiniLMEmbedder, embed_with_cache
+from feedback_insights.ingest import ingest
+from feedback_insights.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 TRUTH = [json.loads(line) for line in (REPO / "data" / "sample" / "truth.jsonl").read_text().splitlines()]

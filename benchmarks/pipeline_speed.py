@@ -564,8 +564,8 @@ def report(r: dict) -> list[tuple[bool, str]]:
                        f"{n:,}: cluster stage {a['cluster']:.1f} s (target ≤ {CLUSTER_TARGET_S:.0f} s at {CLUSTER_TARGET_AT:,})"))
     share = b["total"] / a["total"]
     checks.append((share <= SECOND_RUN_TARGET,
-                   f"{n:,}: second run (+1 %) {b['total']:.1f} s = {share:.1%} of first run {a['total']:.1f} s "
-                   f"(target ≤ {SECOND_RUN_TARGET:.0%})"))
+                   (f"{n:,}: second run (+1 %) {b['total']:.1f} s = {share:.1%} of first run {a['total']:.1f} s "
+                    f"(target ≤ {SECOND_RUN_TARGET:.0%})")))
     checks.append((True, f"{n:,}: peak memory {r['rss_mb']:,.0f} MB max RSS (reported, no target)"))
     return checks
 

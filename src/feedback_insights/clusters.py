@@ -21,7 +21,15 @@ import pyarrow as pa
 
 from .clustering import ClusterSettings, background, place
 from .embedding import (
-    FREE_TEXT, MIN_WORDS, PLACEHOLDER, TEXT_COMPOSITION, WORD, Embedder, embed_with_cache, text_sha256, to_matrix,
+    FREE_TEXT,
+    MIN_WORDS,
+    PLACEHOLDER,
+    TEXT_COMPOSITION,
+    WORD,
+    Embedder,
+    embed_with_cache,
+    text_sha256,
+    to_matrix,
 )
 from .labelling import key_terms, medoid
 from .warehouse import Warehouse, now_utc, transaction
