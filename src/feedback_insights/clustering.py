@@ -83,12 +83,15 @@ def place(
         return Placement(existing=empty, new=empty, new_count=0)
     if centre is None:
         centre = background(np.vstack([members, pending]))
-    pending_c = _centred(pending, centre)
-    existing = assign(pending_c, _centred(members, centre), member_ids, settings) if len(members) else (
+    pending_c, members_c = _centred(pending, centre), _centred(members, centre)
+    existing = assign(pending_c, members_c, member_ids, settings) if len(members) else (
         np.full(len(pending), -1, dtype=np.int64)
     )
     rest = np.flatnonzero(existing < 0)
-    labels = cluster_centred(pending_c[rest], settings)
+    # Everything already placed stays in view as outsiders, so a new cluster is judged against
+    # the same neighbourhood as it would have been had everything arrived at once.
+    outsiders = np.vstack([members_c, pending_c[existing >= 0]])
+    labels = cluster_centred(pending_c[rest], settings, outsiders)
     if fresh is not None:
         with_fresh = np.unique(labels[(labels >= 0) & fresh[rest]])
         labels = _renumber(np.where(np.isin(labels, with_fresh), labels, -1))
@@ -114,8 +117,9 @@ def _centred(vectors: np.ndarray, centre: np.ndarray) -> np.ndarray:
     return unit(unit(vectors.astype(np.float32)) - centre)
 
 
-def cluster_centred(vectors: np.ndarray, settings: ClusterSettings) -> np.ndarray:
-    """Steps 2–7 on vectors already centred."""
+def cluster_centred(vectors: np.ndarray, settings: ClusterSettings, outsiders: np.ndarray | None = None) -> np.ndarray:
+    """Steps 2–7 on vectors already centred; ``outsiders`` (already placed elsewhere) only
+    count in the separation test."""
     n = len(vectors)
     if n < 3:  # too few for HDBSCAN
         return _pair_up(vectors, np.full(n, -1, dtype=np.int64), settings)
@@ -129,7 +133,7 @@ def cluster_centred(vectors: np.ndarray, settings: ClusterSettings) -> np.ndarra
     labels = _merge_fragments(vectors, fragments, settings.merge_similarity)
     labels = _trim(vectors, _attach(vectors, labels, settings), settings)
     labels = _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
-    labels = _dissolve_loose(vectors, labels, settings)
+    labels = _dissolve_loose(vectors, labels, settings, outsiders)
     return _renumber(labels)
 
 
@@ -298,7 +302,9 @@ def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings, ro
     return labels
 
 
-def _dissolve_loose(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:
+def _dissolve_loose(
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings, outsiders: np.ndarray | None = None
+) -> np.ndarray:
     """Dissolve clusters whose members are not alike enough: mean pairwise cosine (for unit
     vectors ``(|Σx|² − n) / (n(n − 1))``) below ``min_cohesion``, or not ``separation`` above the
     members' mean similarity to their nearest outsiders. The second test is what catches a
@@ -310,27 +316,34 @@ def _dissolve_loose(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSe
     cohesion = ((sums**2).sum(axis=1) - sizes) / np.maximum(sizes * (sizes - 1), 1)
     clustered = labels >= 0
     outside = np.bincount(
-        np.searchsorted(ids, labels[clustered]), weights=_outside_similarity(vectors, labels)[clustered],
+        np.searchsorted(ids, labels[clustered]), weights=_outside_similarity(vectors, labels, outsiders)[clustered],
         minlength=len(ids),
     ) / sizes
     loose = (cohesion < settings.min_cohesion) | (cohesion - outside < settings.separation)
     return np.where(np.isin(labels, ids[loose]), -1, labels)
 
 
-def _outside_similarity(vectors: np.ndarray, labels: np.ndarray, k: int = 10, block: int = 2048) -> np.ndarray:
-    """Each clustered point's mean cosine to its ``k`` nearest points outside its own cluster
-    (-1 when there are none); unclustered points get 0, unused."""
+def _outside_similarity(
+    vectors: np.ndarray, labels: np.ndarray, outsiders: np.ndarray | None = None, k: int = 10, block: int = 2048
+) -> np.ndarray:
+    """Each clustered point's mean cosine to its ``k`` nearest points outside its own cluster,
+    ``outsiders`` included (-1 when there are none); unclustered points get 0, unused."""
     import torch
 
-    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
-    label_t = torch.from_numpy(labels)
+    if outsiders is not None and len(outsiders):
+        everything = np.vstack([vectors, outsiders])
+        every_label = np.concatenate([labels, np.full(len(outsiders), -1, dtype=labels.dtype)])
+    else:
+        everything, every_label = vectors, labels
+    matrix = torch.from_numpy(np.ascontiguousarray(everything, dtype=np.float32))
+    label_t = torch.from_numpy(every_label)
     out = np.zeros(len(vectors))
     members = np.flatnonzero(labels >= 0)
     for start in range(0, len(members), block):
         rows = members[start : start + block]
         scores = matrix[rows] @ matrix.T
         scores[label_t[rows][:, None] == label_t[None, :]] = -float("inf")
-        values = torch.topk(scores, min(k, len(vectors)), dim=1).values.numpy()
+        values = torch.topk(scores, min(k, len(everything)), dim=1).values.numpy()
         finite = np.isfinite(values)
         counts = finite.sum(axis=1)
         out[rows] = np.where(counts > 0, np.where(finite, values, 0).sum(axis=1) / np.maximum(counts, 1), -1.0)
