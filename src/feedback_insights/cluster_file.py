@@ -35,10 +35,11 @@ def read_inputs(path: Path, text_field: str, id_field: str) -> pl.DataFrame:
             if not isinstance(obj, dict):
                 raise InputError(f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
             rows.append(_row(obj, f"{path}:{number}", text_field, id_field))
-    ids = [r["id"] for r in rows]
-    if len(set(ids)) != len(ids):
-        repeated = next(i for i in ids if ids.count(i) > 1)
-        raise InputError(f"{path}: {id_field} {repeated!r} appears more than once")
+    seen: set[str] = set()
+    for row in rows:
+        if row["id"] in seen:
+            raise InputError(f"{path}: {id_field} {row['id']!r} appears more than once")
+        seen.add(row["id"])
     return pl.DataFrame(rows, schema={"id": pl.String, "text": pl.String, "service": pl.String, "polarity": pl.String})
 
 
