@@ -60,3 +60,29 @@ def embedder():
     from feedback_insights.embedding import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+@pytest.fixture(scope="session")
+def clustered_sample(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
+    """The embedded sample ingested, scored and clustered once per session; tests that change
+    it take a copy (:func:`sample_copy`)."""
+    from feedback_insights.clusters import cluster_new_records
+    from feedback_insights.config import embedded_default
+    from feedback_insights.ingest import ingest
+    from feedback_insights.scoring import score_new_records
+    from feedback_insights.warehouse import Warehouse
+
+    config = embedded_default(tmp_path_factory.mktemp("clustered-sample") / "feedback.duckdb")
+    with Warehouse(config.warehouse.path) as warehouse:
+        assert ingest(config, warehouse).errors == []
+        score_new_records(warehouse)
+        cluster_new_records(warehouse, embedder)
+    return config.warehouse.path
+
+
+def sample_copy(clustered: Path, folder: Path) -> Path:
+    import shutil
+
+    target = folder / "feedback.duckdb"
+    shutil.copyfile(clustered, target)
+    return target

@@ -62,6 +62,18 @@ def _config(path: Path | None):  # -> Config, imported lazily
     return load(path)
 
 
+def in_warehouse(cfg, action, *refusals: type[Exception]):
+    """``action(warehouse)`` on the configured warehouse; a refusal (an error the user can fix,
+    e.g. an unknown id) becomes one line."""
+    from .warehouse import Warehouse
+
+    with Warehouse(cfg.warehouse.path) as warehouse:
+        try:
+            return action(warehouse)
+        except refusals as exc:
+            raise UserError(str(exc)) from None
+
+
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="JSON Lines, JSON or Parquet files; - for standard input.")],
@@ -213,17 +225,19 @@ def signals(config: ConfigOption = None) -> None:
 
 @app.command()
 def run(config: ConfigOption = None) -> None:
-    """Run the whole pipeline (ingest, signals, embed + cluster) on the configuration, by default
-    the embedded sample."""
+    """Run the whole pipeline (ingest, signals, embed + cluster, draft issues) on the
+    configuration, by default the embedded sample."""
     from .cluster_commands import cluster_with_progress
+    from .draft_commands import draft_with_progress
 
     cfg = _config(config)
     _ingest_with_progress(cfg)
     _score_with_progress(cfg)
     cluster_with_progress(cfg)
+    draft_with_progress(cfg)
     out.print(
-        f"warehouse: {cfg.warehouse.path.resolve()}  ·  next: feedback-insights clusters list"
-        "  ·  feedback-insights quarantine list"
+        f"warehouse: {cfg.warehouse.path.resolve()}  ·  next: feedback-insights drafts list"
+        "  ·  feedback-insights clusters list  ·  feedback-insights quarantine list"
     )
 
 
@@ -321,7 +335,7 @@ def collector_hash_key(key: Annotated[str, typer.Argument(help="The key to write
 
 
 # Registered last: these modules add their commands to ``app``.
-from . import cluster_commands  # noqa: E402,F401
+from . import cluster_commands, draft_commands  # noqa: F401
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .cli import ConfigOption, UserError, _config, app, err, out
+from .cli import ConfigOption, UserError, _config, app, err, in_warehouse, out
 
 clusters_app = typer.Typer(help="Clusters of duplicate reports: demand, and maintainers' corrections.")
 app.add_typer(clusters_app, name="clusters")
@@ -169,13 +169,8 @@ def clusters_show(
 
 def _correct(action, cfg):
     from .corrections import CorrectionError
-    from .warehouse import Warehouse
 
-    with Warehouse(cfg.warehouse.path) as warehouse:
-        try:
-            return action(warehouse)
-        except CorrectionError as exc:
-            raise UserError(str(exc)) from None
+    return in_warehouse(cfg, action, CorrectionError)
 
 
 def _actor(by: str | None) -> str:

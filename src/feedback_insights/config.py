@@ -11,11 +11,21 @@ A wrong key or value is a :class:`ConfigError` whose message names the key path,
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from .dialects import CHOICES, DEFAULT_MAX_BYTES
 from .resources import sample_dir
@@ -93,6 +103,123 @@ class DemandConfig(_Strict):
     half_life_days: float = Field(14.0, gt=0, description="recency half-life of the ranking score")
 
 
+_PLACEHOLDERS = ("request_id", "trace_id", "session_id", "message_id")
+
+
+class EvidenceLinks(_Strict):
+    """URL templates that turn a report's evidence pointers into links in drafted issues, e.g.
+    ``trace_id = "https://console.example/trace?id={trace_id}"``. The id is URL-encoded."""
+
+    request_id: str | None = None
+    trace_id: str | None = None
+    session_id: str | None = None
+    message_id: str | None = None
+
+    @field_validator(*_PLACEHOLDERS)
+    @classmethod
+    def _template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            if not value.startswith(("https://", "http://")):
+                raise ValueError("must start with https:// or http://")
+            if f"{{{info.field_name}}}" not in value:
+                raise ValueError(f"must contain the placeholder {{{info.field_name}}}")
+        return value
+
+    def url(self, field: str, value: str) -> str | None:
+        template = getattr(self, field)
+        return template.replace(f"{{{field}}}", quote(value, safe="")) if template else None
+
+
+class DraftsConfig(_Strict):
+    """When a cluster of problem reports becomes a drafted issue, and what the draft shows."""
+
+    min_accounts: int = Field(3, ge=1, description="distinct accounts a cluster needs for a draft")
+    min_accounts_blocking: int = Field(2, ge=1, description="… when one of its reports is blocking")
+    refresh_growth: float = Field(0.5, gt=0, description="redraft when accounts grew by this fraction")
+    labels: list[str] = Field(["agent-feedback"], description="labels every drafted issue carries")
+    suggested_labels: list[str] = Field(
+        ["bug", "enhancement", "documentation"], description="labels an LLM may add (others are dropped)"
+    )
+    quoted_reports: int = Field(5, ge=1, le=50)
+    suggestions: int = Field(3, ge=0, le=20)
+    evidence_rows: int = Field(20, ge=0, le=500)
+    quote_chars: int = Field(600, ge=80, le=10_000, description="longest quoted text, per field")
+    links: EvidenceLinks = EvidenceLinks()
+
+
+DEFAULT_PROMPT_TOKENS = 6000
+
+
+class LLMConfig(_Strict):
+    """An OpenAI-compatible chat-completions endpoint for LLM-assisted drafts (absent: the
+    template drafts alone)."""
+
+    base_url: str = Field(pattern=r"^https?://", description="e.g. https://api.openai.com/v1")
+    model: str = Field(min_length=1)
+    key_env: str | None = Field(None, description="environment variable holding the API key")
+    timeout: float = Field(60.0, gt=0)
+    retries: int = Field(2, ge=0, le=10, description="retries of timeouts, 429 and 5xx")
+    max_prompt_tokens: int = Field(DEFAULT_PROMPT_TOKENS, ge=500, description="reports are trimmed to fit")
+    max_output_tokens: int = Field(800, ge=100)
+    json_mode: bool = Field(True, description="send response_format json_object")
+
+    def key(self) -> str | None:
+        if self.key_env is None:
+            return None
+        value = os.environ.get(self.key_env)
+        if not value:
+            raise ConfigError(f"llm.key_env: set {self.key_env} to the LLM endpoint's API key")
+        return value
+
+
+KnownStatus = Literal["planned", "in_progress"]
+
+
+class GitHubConfig(_Strict):
+    """Where approved drafts are filed."""
+
+    base_url: str = Field("https://api.github.com", pattern=r"^https?://")
+    token_env: str = "GITHUB_TOKEN"
+    repos: dict[str, str] = Field({}, description="service → owner/name")
+    default_repo: str | None = Field(None, description="owner/name for services not in repos")
+    marker_label: str = Field("feedback-insights", description="label on every filed issue; finds them again")
+    status_labels: dict[str, KnownStatus] = Field(
+        {"planned": "planned", "in progress": "in_progress"}, description="issue label → known_issue status"
+    )
+    timeout: float = Field(15.0, gt=0)
+    retries: int = Field(4, ge=0, le=10, description="retries of timeouts, rate limits and 5xx")
+    backoff: float = Field(2.0, ge=0, description="first retry wait in seconds, doubled each time")
+    seconds_between_writes: float = Field(1.0, ge=0, description="GitHub asks for at least 1 s")
+    known_issue_prefix: str = Field("fi-cluster-", pattern=r"^[A-Za-z0-9_.:-]*$")
+
+    @field_validator("repos")
+    @classmethod
+    def _repo_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for service, repo in value.items():
+            _check_repo(repo, f"repos.{service}")
+        return value
+
+    @field_validator("default_repo")
+    @classmethod
+    def _default_repo(cls, value: str | None) -> str | None:
+        return value if value is None else _check_repo(value, "default_repo")
+
+    def repo_for(self, service: str | None) -> str | None:
+        return self.repos.get(service or "", self.default_repo)
+
+    def token(self) -> str:
+        value = os.environ.get(self.token_env)
+        if not value:
+            raise ConfigError(f"github.token_env: set {self.token_env} to a GitHub token that may write issues")
+        return value
+
+
+def _check_repo(value: str, where: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", value):
+        raise ValueError(f"{where}: {value!r} is not owner/name")
+    return value
+
+
 class CollectorConfig(_Strict):
     """The collector server (``feedback-insights collector serve``). Keys are written as
     ``sha256:<hex>`` (``feedback-insights collector hash-key`` prints one), never in clear."""
@@ -145,6 +272,7 @@ class SqlTableConfig(_SourceBase):
     table: str = Field("agent_feedback", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     dialect: str = "session"
     lookback_seconds: int = Field(600, ge=0, description="re-read this far behind the cursor for late commits")
+    write_back: bool = Field(False, description="mark rows filed, with issue_url, once their issue is filed")
 
 
 class HttpCollectorConfig(_SourceBase):
@@ -155,6 +283,7 @@ class HttpCollectorConfig(_SourceBase):
     key_env: str = Field(description="environment variable that holds the pipeline key")
     page_size: int = Field(500, ge=1, le=1000)
     retries: int = Field(4, ge=0, le=10, description="retries of 429, 5xx and connection failures")
+    known_issues: bool = Field(True, description="PUT known issues back to this collector")
 
     def key(self) -> str:
         value = os.environ.get(self.key_env)
@@ -174,6 +303,9 @@ class Config(_Strict):
     embedding: EmbeddingConfig = EmbeddingConfig()
     clustering: ClusteringConfig = ClusteringConfig()
     demand: DemandConfig = DemandConfig()
+    drafts: DraftsConfig = DraftsConfig()
+    llm: LLMConfig | None = None
+    github: GitHubConfig = GitHubConfig()
     sources: list[SourceConfig] = []
 
     @field_validator("sources")

@@ -1,0 +1,85 @@
+"""A client for any OpenAI-compatible chat-completions endpoint (httpx, no SDK).
+
+Deterministic (temperature 0), bounded: a timeout per call and a few retries of timeouts, 429
+and 5xx with exponential backoff that honours Retry-After. Anything else is one
+:class:`LLMError`; the caller falls back to the template draft and records why.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Self
+
+import httpx
+
+from .config import LLMConfig
+
+
+class LLMError(RuntimeError):
+    """The endpoint refused, failed, or answered something that is not a completion."""
+
+
+class ChatClient:
+    def __init__(self, config: LLMConfig, *, backoff: float = 1.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.config = config
+        self.backoff = backoff
+        key = config.key()
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.Client(
+            base_url=config.base_url.rstrip("/"), timeout=config.timeout, headers=headers, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        """The assistant's text for ``messages``."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": self.config.max_output_tokens,
+        }
+        if self.config.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        response = self._post(body)
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise LLMError(f"the LLM endpoint answered without a completion: {response.text[:200]!r}") from None
+        if not isinstance(content, str):
+            raise LLMError("the LLM endpoint answered a completion without text content")
+        return content
+
+    def _post(self, body: dict[str, Any]) -> httpx.Response:
+        retries = self.config.retries
+        for attempt in range(retries + 1):
+            try:
+                response = self._http.post("/chat/completions", json=body)
+            except httpx.TransportError as exc:  # timeouts included
+                if attempt == retries:
+                    raise LLMError(f"the LLM endpoint failed after {attempt + 1} tries: {type(exc).__name__}") from None
+                time.sleep(self.backoff * 2**attempt)
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                if attempt == retries:
+                    raise LLMError(f"the LLM endpoint answered {response.status_code} after {attempt + 1} tries")
+                time.sleep(_retry_after(response) or self.backoff * 2**attempt)
+                continue
+            if response.status_code >= 400:
+                raise LLMError(f"the LLM endpoint refused the request ({response.status_code}): {response.text[:200]}")
+            return response
+        raise AssertionError("unreachable")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return min(float(response.headers["retry-after"]), 30.0)
+    except (KeyError, ValueError):
+        return None

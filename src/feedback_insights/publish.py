@@ -1,0 +1,132 @@
+"""The publishing stage: approved drafts → GitHub issues; issue state → known_issue status →
+collectors; filed reports → their in-session rows.
+
+Each step is safe to repeat: filing is exactly once (:mod:`github_issues`), a known_issue is
+re-sent only when it changed, and write-back only touches rows not yet filed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .collector.client import CollectorClient
+from .config import Config
+from .drafts import PIPELINE_ACTOR, record_action
+from .github_issues import GitHubError, IssueState, IssueTracker
+from .known_issues import Deliveries, deliver
+from .warehouse import Warehouse, now_utc, transaction
+from .write_back import write_back
+
+#: What a known_issue status means for the cluster (regressions are judged against fixed_at).
+_CLUSTER_STATUS = {"fixed": "fixed", "wont_fix": "wont_fix"}
+
+_DRAFTS = """
+SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.known_status, c.service
+FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+WHERE d.status = $status ORDER BY d.id
+"""
+
+
+@dataclass(slots=True)
+class PublishRun:
+    filed: list[tuple[int, str]] = field(default_factory=list)
+    #: Issues that already existed for the cluster (an interrupted earlier run filed them).
+    adopted: list[tuple[int, str]] = field(default_factory=list)
+    status_changes: list[tuple[int, str, str]] = field(default_factory=list)
+    would_file: list[dict[str, Any]] = field(default_factory=list)
+    deliveries: Deliveries = field(default_factory=Deliveries)
+    written_back: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        if self.would_file:
+            return f"dry run: would file {len(self.would_file)} issues"
+        return (
+            f"{len(self.filed)} filed, {len(self.adopted)} found already filed, "
+            f"{len(self.status_changes)} status changes, {self.deliveries.sent} known_issue updates sent "
+            f"({self.deliveries.unchanged} unchanged), {self.written_back} rows written back"
+        )
+
+
+def publish(
+    config: Config,
+    warehouse: Warehouse,
+    tracker: IssueTracker | None,
+    collectors: dict[str, CollectorClient],
+    dry_run: bool = False,
+) -> PublishRun:
+    """File, sync, deliver, write back. ``dry_run`` lists what would be filed and changes
+    nothing (no tracker needed)."""
+    run = PublishRun()
+    approved = warehouse.con.sql(_DRAFTS, params={"status": "approved"}).pl().to_dicts()
+    if dry_run:
+        run.would_file = [
+            {"draft": d["id"], "repo": config.github.repo_for(d["service"]), "title": d["title"],
+             "labels": list(dict.fromkeys([*d["labels"], config.github.marker_label])), "body": d["body"]}
+            for d in approved
+        ]
+        return run
+    if tracker is None:
+        raise ValueError("publishing needs an IssueTracker unless dry_run")
+    for draft in approved:
+        _file(config, warehouse, tracker, draft, run)
+    for draft in warehouse.con.sql(_DRAFTS, params={"status": "filed"}).pl().to_dicts():
+        _sync(config, warehouse, tracker, draft, run)
+    run.deliveries = deliver(config, warehouse, collectors)
+    run.errors.extend(run.deliveries.errors)
+    written = write_back(config, warehouse)
+    run.written_back = written.updated
+    run.errors.extend(written.errors)
+    return run
+
+
+def _file(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], run: PublishRun) -> None:
+    repo = config.github.repo_for(draft["service"])
+    if repo is None:
+        run.errors.append(f"draft {draft['id']}: no repository for service {draft['service']!r}: set github.repos or github.default_repo")
+        return
+    try:
+        state, created = tracker.file_once(repo, draft["cluster_id"], draft["title"], draft["body"], draft["labels"])
+    except GitHubError as exc:
+        run.errors.append(f"draft {draft['id']}: {exc}")
+        return
+    status = state.known_status(config.github.status_labels)
+    now = now_utc()
+    with transaction(warehouse.con):
+        warehouse.con.execute(
+            """UPDATE drafts SET status = 'filed', repo = ?, issue_number = ?, issue_url = ?, filed_at = ?,
+                   known_status = ?, updated_at = ? WHERE id = ?""",
+            [repo, state.number, state.url, now, status, now, draft["id"]],
+        )
+        _set_cluster_status(warehouse, draft["cluster_id"], status, state)
+        record_action(warehouse, draft["id"], "filed" if created else "adopted", PIPELINE_ACTOR, {"url": state.url})
+    (run.filed if created else run.adopted).append((draft["id"], state.url))
+
+
+def _sync(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], run: PublishRun) -> None:
+    try:
+        state = tracker.state(draft["repo"], draft["issue_number"])
+    except GitHubError as exc:
+        run.errors.append(f"draft {draft['id']}: {exc}")
+        return
+    status = state.known_status(config.github.status_labels)
+    if status == draft["known_status"]:
+        return
+    with transaction(warehouse.con):
+        warehouse.con.execute(
+            "UPDATE drafts SET known_status = ?, updated_at = ? WHERE id = ?", [status, now_utc(), draft["id"]]
+        )
+        _set_cluster_status(warehouse, draft["cluster_id"], status, state)
+        record_action(warehouse, draft["id"], "status", PIPELINE_ACTOR, {"from": draft["known_status"], "to": status})
+    run.status_changes.append((draft["id"], draft["known_status"], status))
+
+
+def _set_cluster_status(warehouse: Warehouse, cluster_id: int, status: str, state: IssueState) -> None:
+    """Closing the issue closes the cluster (fixed_at marks where regressions start);
+    reopening opens it. Ignored and merged clusters keep their status."""
+    warehouse.con.execute(
+        """UPDATE clusters SET status = ?, fixed_at = ?, updated_at = ?
+           WHERE id = ? AND status IN ('open', 'fixed', 'wont_fix')""",
+        [_CLUSTER_STATUS.get(status, "open"), state.closed_at if status == "fixed" else None, now_utc(), cluster_id],
+    )

@@ -1,0 +1,605 @@
+"""A real HTTP fake of the slice of the GitHub REST API that the issue publisher uses.
+
+PyGithub talks to it over a socket exactly as it talks to api.github.com, so tests exercise the
+real client: its URL building, its pagination (it follows the Link header), its mapping of status
+codes to exceptions and its timeouts. Faults can be injected per request, including the one that
+makes exactly-once hard: the write happened but the client never heard back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+
+LOGIN = "feedback-bot"
+DOCS = "https://docs.github.com/rest"
+SECONDARY_RATE_LIMIT = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+# Labels that GitHub creates on the fly (named in an issue but not defined yet) get this colour.
+AUTO_LABEL_COLOR = "ededed"
+FAULT_KINDS = frozenset(
+    {
+        "timeout_after_effect",
+        "timeout_before_effect",
+        "secondary_rate_limit",
+        "rate_limit_429",
+        "server_error",
+        "server_error_after_effect",
+    }
+)
+_STATE_REASONS = frozenset({"completed", "not_planned", "duplicate", "reopened"})
+
+# (status, JSON body, headers); the body is encoded under the lock, so it is one consistent state.
+_Reply = tuple[int, bytes, dict[str, str]]
+
+
+def _reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Reply:
+    return status, json.dumps(payload).encode(), headers or {}
+
+
+def _error(
+    status: int, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> _Reply:
+    return _reply(status, {"message": message, "documentation_url": DOCS, **extra}, headers)
+
+
+class _HttpError(Exception):
+    """Ends a request with an error answer from wherever inside a route it was detected."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.reply = _error(status, message, **extra)
+
+
+def _invalid(resource: str, field_name: str, code: str = "invalid") -> _HttpError:
+    """GitHub's 422 for a request it understood but will not carry out."""
+    error = {"resource": resource, "code": code, "field": field_name}
+    return _HttpError(422, "Validation Failed", errors=[error])
+
+
+def _now() -> datetime:
+    """Whole seconds, as GitHub shows them, so `since` compares like the rendered timestamps."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+
+
+@dataclass
+class _Fault:
+    method: str
+    path: re.Pattern[str]
+    kind: str
+    times: int
+    retry_after: int
+    delay: float
+
+
+@dataclass
+class _Issue:
+    id: int
+    number: int
+    title: str
+    body: str | None
+    labels: list[str]  # names of the repository's labels, in the order they were attached
+    created_at: datetime
+    updated_at: datetime
+    state: str = "open"
+    state_reason: str | None = None
+    closed_at: datetime | None = None
+    comments: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Repo:
+    id: int
+    full_name: str
+    issues: dict[int, _Issue] = field(default_factory=dict)
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # label JSON by name
+
+
+@dataclass
+class _Request:
+    path: str  # as sent, percent-encoded, without the query string
+    query: dict[str, str]
+    body: dict[str, Any]
+
+
+class GitHubFake:
+    """The fake's state and its HTTP semantics; `running_github` puts it on a socket.
+
+    State is only touched under the lock: the server answers each connection in its own thread.
+    """
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url
+        self.token = token
+        self.requests: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._repos: dict[str, _Repo] = {}
+        self._faults: list[_Fault] = []
+        repo = r"/repos/([^/]+/[^/]+)"
+        self._routes: list[tuple[str, re.Pattern[str], Callable[..., _Reply]]] = [
+            (method, re.compile(pattern), handler)
+            for method, pattern, handler in [
+                ("GET", r"/user", self._get_user),
+                ("GET", repo, self._get_repo),
+                ("GET", rf"{repo}/issues", self._list_issues),
+                ("POST", rf"{repo}/issues", self._create_issue),
+                ("GET", rf"{repo}/issues/(\d+)", self._get_issue),
+                ("PATCH", rf"{repo}/issues/(\d+)", self._edit_issue),
+                ("POST", rf"{repo}/issues/(\d+)/comments", self._create_comment),
+                ("GET", rf"{repo}/labels", self._list_labels),
+                ("POST", rf"{repo}/labels", self._create_label),
+                ("GET", rf"{repo}/labels/([^/]+)", self._get_label),
+            ]
+        ]
+
+    # What tests arrange and inspect.
+
+    def add_repo(self, full_name: str) -> None:
+        with self._lock:
+            self._repos[full_name] = _Repo(next(self._ids), full_name)
+
+    def issues(self, full_name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            repo = self._repos[full_name]
+            return [self._issue_json(repo, repo.issues[n]) for n in sorted(repo.issues)]
+
+    def labels(self, full_name: str) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {name: dict(label) for name, label in self._repos[full_name].labels.items()}
+
+    def fail(
+        self,
+        method: str,
+        path_regex: str,
+        kind: str,
+        times: int = 1,
+        retry_after: int | None = None,
+        delay: float = 3.0,
+    ) -> None:
+        """Make the next `times` requests matching method and path (no query string) fail."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; one of {sorted(FAULT_KINDS)}")
+        if times < 1:
+            raise ValueError("times must be at least 1")
+        fault = _Fault(
+            method.upper(),
+            re.compile(path_regex),
+            kind,
+            times,
+            1 if retry_after is None else retry_after,
+            delay,
+        )
+        with self._lock:
+            self._faults.append(fault)
+
+    def close_issue(self, full_name: str, number: int, state_reason: str = "completed") -> None:
+        """A maintainer closes the issue on github.com."""
+        with self._lock:
+            self._set_state(self._repos[full_name].issues[number], "closed", state_reason)
+
+    def reopen_issue(self, full_name: str, number: int) -> None:
+        """A maintainer reopens the issue on github.com."""
+        with self._lock:
+            self._set_state(self._repos[full_name].issues[number], "open", None)
+
+    def add_label(self, full_name: str, number: int, name: str) -> None:
+        """A maintainer labels the issue on github.com (creating the label if needed)."""
+        with self._lock:
+            repo = self._repos[full_name]
+            issue = repo.issues[number]
+            issue.labels = self._attach(repo, [*issue.labels, name])
+            issue.updated_at = _now()
+
+    # The HTTP side.
+
+    def serve(self, method: str, target: str, authorization: str | None, body: bytes) -> _Reply:
+        """Answer one request: record it, check the token, then fail it if a fault matches."""
+        with self._lock:
+            self.requests.append((method, target))
+            if authorization not in (f"token {self.token}", f"Bearer {self.token}"):
+                return _error(401, "Bad credentials")
+            fault = self._take_fault(method, urlsplit(target).path)
+        if fault is None:
+            return self._route(method, target, body)
+        # The sleeps are outside the lock: other requests go on meanwhile.
+        if fault.kind == "timeout_after_effect":
+            reply = self._route(method, target, body)
+            time.sleep(fault.delay)
+            return reply  # too late, the client has given up
+        if fault.kind == "server_error_after_effect":
+            self._route(method, target, body)
+        if fault.kind == "timeout_before_effect":
+            time.sleep(fault.delay)
+        return _fault_reply(fault)
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
+        for fault in self._faults:
+            if fault.method == method and fault.path.fullmatch(path):
+                fault.times -= 1
+                if fault.times == 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    def _route(self, method: str, target: str, body: bytes) -> _Reply:
+        split = urlsplit(target)
+        for verb, pattern, handler in self._routes:
+            match = pattern.fullmatch(split.path)
+            if verb != method or match is None:
+                continue
+            try:
+                query = {name: values[-1] for name, values in parse_qs(split.query).items()}
+                request = _Request(split.path, query, _json_object(body))
+                with self._lock:
+                    return handler(request, *map(unquote, match.groups()))
+            except _HttpError as error:
+                return error.reply
+        return _error(404, "Not Found")
+
+    # Routes: each runs under the lock and returns the full reply.
+
+    def _get_user(self, request: _Request) -> _Reply:
+        return _reply(200, self._user_json())
+
+    def _get_repo(self, request: _Request, full_name: str) -> _Reply:
+        return _reply(200, self._repo_json(self._repo(full_name)))
+
+    def _list_issues(self, request: _Request, full_name: str) -> _Reply:
+        repo = self._repo(full_name)
+        query = request.query
+        state = _choice(query, "state", ("open", "closed", "all"))
+        sort = _choice(query, "sort", ("created", "updated"))
+        descending = _choice(query, "direction", ("desc", "asc")) == "desc"
+        wanted = {name.strip().casefold() for name in query.get("labels", "").split(",")} - {""}
+        since = _since(query)
+        chosen = [
+            issue
+            for issue in repo.issues.values()
+            if state in ("all", issue.state)
+            and wanted <= {name.casefold() for name in issue.labels}
+            and (since is None or issue.updated_at >= since)
+        ]
+        chosen.sort(key=lambda issue: (getattr(issue, f"{sort}_at"), issue.number))
+        if descending:
+            chosen.reverse()
+        return self._page(request, [self._issue_json(repo, issue) for issue in chosen])
+
+    def _create_issue(self, request: _Request, full_name: str) -> _Reply:
+        repo = self._repo(full_name)
+        title = request.body.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise _invalid("Issue", "title", "missing_field")
+        now = _now()
+        issue = _Issue(
+            id=next(self._ids),
+            number=len(repo.issues) + 1,
+            title=title,
+            body=request.body.get("body"),
+            labels=self._attach(repo, request.body.get("labels", [])),
+            created_at=now,
+            updated_at=now,
+        )
+        repo.issues[issue.number] = issue
+        return _reply(201, self._issue_json(repo, issue))
+
+    def _get_issue(self, request: _Request, full_name: str, number: str) -> _Reply:
+        repo = self._repo(full_name)
+        return _reply(200, self._issue_json(repo, _issue(repo, number)))
+
+    def _edit_issue(self, request: _Request, full_name: str, number: str) -> _Reply:
+        repo = self._repo(full_name)
+        issue = dataclasses.replace(_issue(repo, number))  # edit a copy: a 422 changes nothing
+        changes = request.body
+        if "title" in changes:
+            issue.title = changes["title"]
+        if "body" in changes:
+            issue.body = changes["body"]
+        if "labels" in changes:
+            issue.labels = self._attach(repo, changes["labels"])
+        if "state" in changes or "state_reason" in changes:
+            self._set_state(issue, changes.get("state", issue.state), changes.get("state_reason"))
+        issue.updated_at = _now()
+        repo.issues[issue.number] = issue
+        return _reply(200, self._issue_json(repo, issue))
+
+    def _create_comment(self, request: _Request, full_name: str, number: str) -> _Reply:
+        repo = self._repo(full_name)
+        issue = _issue(repo, number)
+        body = request.body.get("body")
+        if not isinstance(body, str) or not body:
+            raise _invalid("IssueComment", "body", "missing_field")
+        comment_id = next(self._ids)
+        issue_json = self._issue_json(repo, issue)
+        now = _iso(_now())
+        comment = {
+            "id": comment_id,
+            "node_id": f"IC_{comment_id}",
+            "url": f"{self.url}/repos/{repo.full_name}/issues/comments/{comment_id}",
+            "html_url": f"{issue_json['html_url']}#issuecomment-{comment_id}",
+            "issue_url": issue_json["url"],
+            "body": body,
+            "user": self._user_json(),
+            "created_at": now,
+            "updated_at": now,
+        }
+        issue.comments.append(comment)
+        issue.updated_at = _now()
+        return _reply(201, comment)
+
+    def _list_labels(self, request: _Request, full_name: str) -> _Reply:
+        return self._page(request, list(self._repo(full_name).labels.values()))
+
+    def _get_label(self, request: _Request, full_name: str, name: str) -> _Reply:
+        label = _find_label(self._repo(full_name), name)
+        if label is None:
+            raise _HttpError(404, "Not Found")
+        return _reply(200, label)
+
+    def _create_label(self, request: _Request, full_name: str) -> _Reply:
+        repo = self._repo(full_name)
+        name = request.body.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise _invalid("Label", "name", "missing_field")
+        if _find_label(repo, name) is not None:
+            raise _invalid("Label", "name", "already_exists")
+        color = request.body.get("color", AUTO_LABEL_COLOR).removeprefix("#")
+        label = self._new_label(repo, name, color, request.body.get("description"))
+        return _reply(201, label)
+
+    # Shared by the routes and the test-side methods; the lock is already held.
+
+    def _repo(self, full_name: str) -> _Repo:
+        if full_name not in self._repos:
+            raise _HttpError(404, "Not Found")
+        return self._repos[full_name]
+
+    def _attach(self, repo: _Repo, names: Any) -> list[str]:
+        """Resolve label names against the repository, creating the missing ones as GitHub does."""
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise _invalid("Issue", "labels")
+        attached: list[str] = []
+        for name in names:
+            label = _find_label(repo, name) or self._new_label(repo, name, AUTO_LABEL_COLOR, None)
+            if label["name"] not in attached:
+                attached.append(label["name"])
+        return attached
+
+    def _new_label(
+        self, repo: _Repo, name: str, color: str, description: str | None
+    ) -> dict[str, Any]:
+        label_id = next(self._ids)
+        label = {
+            "id": label_id,
+            "node_id": f"LA_{label_id}",
+            "url": f"{self.url}/repos/{repo.full_name}/labels/{quote(name, safe='')}",
+            "name": name,
+            "color": color,
+            "description": description,
+            "default": False,
+        }
+        repo.labels[name] = label
+        return label
+
+    def _set_state(self, issue: _Issue, state: Any, reason: Any) -> None:
+        """Close or reopen as GitHub does: closing stamps closed_at, reopening says "reopened"."""
+        if state not in ("open", "closed"):
+            raise _invalid("Issue", "state")
+        if reason is not None and reason not in _STATE_REASONS:
+            raise _invalid("Issue", "state_reason")
+        if state == "closed":
+            if issue.state == "open":
+                issue.closed_at = _now()
+            issue.state_reason = reason or (
+                issue.state_reason if issue.state == "closed" else "completed"
+            )
+        elif issue.state == "closed":
+            issue.closed_at = None
+            issue.state_reason = "reopened"
+        issue.state = state
+        issue.updated_at = _now()
+
+    def _page(self, request: _Request, items: list[dict[str, Any]]) -> _Reply:
+        """One page of `items`, with the Link header GitHub sends, pointing back at this fake."""
+        per_page = min(_number(request.query, "per_page", 30), 100)
+        page = _number(request.query, "page", 1)
+        last = max(1, -(-len(items) // per_page))
+        links: list[tuple[str, int]] = []
+        if page > 1:
+            links += [("prev", page - 1), ("first", 1)]
+        if page < last:
+            links += [("next", page + 1), ("last", last)]
+        headers = {}
+        if links:
+            headers["Link"] = ", ".join(
+                f'<{self.url}{request.path}?{urlencode({**request.query, "page": n})}>; rel="{rel}"'
+                for rel, n in links
+            )
+        return _reply(200, items[(page - 1) * per_page : page * per_page], headers)
+
+    def _user_json(self) -> dict[str, Any]:
+        return {
+            "login": LOGIN,
+            "id": 1,
+            "node_id": "U_1",
+            "type": "User",
+            "url": f"{self.url}/users/{LOGIN}",
+            "html_url": f"{self.url}/{LOGIN}",
+        }
+
+    def _repo_json(self, repo: _Repo) -> dict[str, Any]:
+        owner, name = repo.full_name.split("/")
+        api = f"{self.url}/repos/{repo.full_name}"
+        return {
+            "id": repo.id,
+            "node_id": f"R_{repo.id}",
+            "name": name,
+            "full_name": repo.full_name,
+            "owner": {"login": owner, "type": "Organization", "url": f"{self.url}/users/{owner}"},
+            "url": api,
+            "html_url": f"{self.url}/{repo.full_name}",
+            "issues_url": f"{api}/issues{{/number}}",
+            "labels_url": f"{api}/labels{{/name}}",
+            "private": False,
+            "has_issues": True,
+        }
+
+    def _issue_json(self, repo: _Repo, issue: _Issue) -> dict[str, Any]:
+        api = f"{self.url}/repos/{repo.full_name}"
+        url = f"{api}/issues/{issue.number}"
+        return {
+            "id": issue.id,
+            "node_id": f"I_{issue.id}",
+            "number": issue.number,
+            "title": issue.title,
+            "body": issue.body,
+            "state": issue.state,
+            "state_reason": issue.state_reason,
+            "labels": [dict(repo.labels[name]) for name in issue.labels],
+            "user": self._user_json(),
+            "assignee": None,
+            "assignees": [],
+            "milestone": None,
+            "locked": False,
+            "html_url": f"{self.url}/{repo.full_name}/issues/{issue.number}",
+            "url": url,
+            "repository_url": api,
+            "labels_url": f"{url}/labels{{/name}}",
+            "comments_url": f"{url}/comments",
+            "events_url": f"{url}/events",
+            "comments": len(issue.comments),
+            "created_at": _iso(issue.created_at),
+            "updated_at": _iso(issue.updated_at),
+            "closed_at": _iso(issue.closed_at),
+        }
+
+
+def _fault_reply(fault: _Fault) -> _Reply:
+    """What a failed request gets back (after a timeout nobody is listening any more)."""
+    if fault.kind == "timeout_before_effect":
+        return _error(504, "We couldn't respond to your request in time.")
+    if fault.kind in ("secondary_rate_limit", "rate_limit_429"):
+        status = 403 if fault.kind == "secondary_rate_limit" else 429
+        return _error(status, SECONDARY_RATE_LIMIT, {"Retry-After": str(fault.retry_after)})
+    return _error(502, "Server Error")
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body) if body else {}
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise _HttpError(400, "Problems parsing JSON")
+    return parsed
+
+
+def _issue(repo: _Repo, number: str) -> _Issue:
+    if int(number) not in repo.issues:
+        raise _HttpError(404, "Not Found")
+    return repo.issues[int(number)]
+
+
+def _find_label(repo: _Repo, name: str) -> dict[str, Any] | None:
+    """GitHub matches label names case-insensitively ("Bug" finds "bug")."""
+    return next(
+        (label for key, label in repo.labels.items() if key.casefold() == name.casefold()), None
+    )
+
+
+def _choice(query: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """A query parameter with a fixed set of values; the first is the default."""
+    value = query.get(name, allowed[0])
+    if value not in allowed:
+        raise _invalid("Issue", name)
+    return value
+
+
+def _number(query: dict[str, str], name: str, default: int) -> int:
+    value = query.get(name, str(default))
+    if not value.isdigit() or int(value) < 1:
+        raise _invalid("Issue", name)
+    return int(value)
+
+
+def _since(query: dict[str, str]) -> datetime | None:
+    if "since" not in query:
+        return None
+    try:
+        since = datetime.fromisoformat(query["since"])
+    except ValueError:
+        raise _invalid("Issue", "since") from None
+    return since if since.tzinfo else since.replace(tzinfo=UTC)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Moves bytes between the socket and `GitHubFake.serve`, keeping connections alive."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, each answer waits ~40 ms for an ACK.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def _answer(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        status, payload, headers = self.server.fake.serve(
+            self.command, self.path, self.headers.get("Authorization"), body
+        )
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    # PUT and DELETE too, so that they get the JSON 404 of an unknown route rather than a 501.
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silenced: a test run should not print a line per request."""
+
+
+class _Server(ThreadingHTTPServer):
+    """A thread per connection, so a handler sleeping through a fault stalls no other request."""
+
+    daemon_threads = True
+    fake: GitHubFake
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up on a slow answer is expected here, not worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+@contextmanager
+def running_github(token: str = "gh-test-token") -> Iterator[GitHubFake]:
+    """A fake GitHub on a free port of 127.0.0.1 for the duration of the block."""
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.fake = GitHubFake(f"http://127.0.0.1:{server.server_port}", token)
+    # A short poll interval, because shutdown() waits for serve_forever to notice.
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server.fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

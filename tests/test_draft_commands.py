@@ -1,0 +1,118 @@
+"""The drafting, review and publishing commands, run as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from feedback_insights.config import embedded_default
+from feedback_insights.drafts import draft_clusters
+from feedback_insights.warehouse import Warehouse
+
+from .conftest import run_cli, sample_copy, write_jsonl
+from .github_fake import running_github
+
+EDITOR = """
+import pathlib, sys
+path = pathlib.Path(sys.argv[1])
+text = path.read_text()
+text = text.replace("workaround: \\n", "workaround: Retry with page_size=50\\n", 1)
+path.write_text(text.replace("labels: agent-feedback", "labels: agent-feedback, pagination", 1))
+"""
+
+
+@pytest.fixture
+def workspace(clustered_sample: Path, tmp_path: Path) -> Path:
+    """A folder with a drafted copy of the sample and a configuration that points at it."""
+    path = sample_copy(clustered_sample, tmp_path)
+    with Warehouse(path) as wh:
+        draft_clusters(embedded_default(path), wh)
+    (tmp_path / "feedback-insights.toml").write_text(
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "cli-test-key"\n'
+        '[github]\nbase_url = "http://127.0.0.1:9"\ntoken_env = "FI_CLI_GITHUB_TOKEN"\ndefault_repo = "acme/api"\n'
+        "timeout = 2\nretries = 1\nbackoff = 0\nseconds_between_writes = 0\n"
+    )
+    return tmp_path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "FEEDBACK_INSIGHTS_USER": "maria", **extra}
+
+
+def test_review_from_the_command_line(workspace: Path) -> None:
+    listed = run_cli("drafts", "list", cwd=workspace, env=_env())
+    assert listed.returncode == 0 and "pending" in listed.stdout and "14 drafts" in listed.stdout
+    editor = workspace / "editor.py"
+    editor.write_text(EDITOR)
+    edited = run_cli("drafts", "edit", "1", cwd=workspace, env=_env(EDITOR=f"{sys.executable} {editor}"))
+    assert edited.returncode == 0, edited.stderr
+    assert "changed labels, workaround" in edited.stdout
+    assert run_cli("drafts", "approve", "1", cwd=workspace, env=_env()).returncode == 0
+    shown = run_cli("drafts", "show", "1", cwd=workspace, env=_env())
+    assert "status approved · labels agent-feedback, pagination" in shown.stdout
+    assert "workaround: Retry with page_size=50" in shown.stdout
+    assert "<!-- feedback-insights:cluster=" in shown.stdout
+    assert "edited by maria" in shown.stdout and "approved by maria" in shown.stdout
+    no_reason = run_cli("drafts", "reject", "2", cwd=workspace, env=_env())
+    assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
+    assert run_cli("drafts", "reject", "2", "--reason", "not ours", cwd=workspace, env=_env()).returncode == 0
+    again = run_cli("drafts", "approve", "1", cwd=workspace, env=_env())
+    assert again.returncode == 2 and again.stderr.strip() == "error: draft 1 is approved: only a pending or rejected draft can be approved"
+    assert "approved" in run_cli("drafts", "list", "--status", "approved", cwd=workspace, env=_env()).stdout
+
+
+def test_publish_dry_run_and_for_real(workspace: Path) -> None:
+    assert run_cli("drafts", "approve", "3", cwd=workspace, env=_env()).returncode == 0
+    dry = run_cli("publish", "--dry-run", cwd=workspace, env=_env())
+    assert dry.returncode == 0 and "would file draft 3 on acme/api" in dry.stdout
+    missing_token = run_cli("publish", cwd=workspace, env={k: v for k, v in _env().items() if k != "FI_CLI_GITHUB_TOKEN"})
+    assert missing_token.returncode == 2 and "set FI_CLI_GITHUB_TOKEN" in missing_token.stderr
+    with running_github() as github:
+        github.add_repo("acme/api")
+        config = workspace / "feedback-insights.toml"
+        config.write_text(config.read_text().replace("http://127.0.0.1:9", github.url))
+        done = run_cli("publish", cwd=workspace, env=_env(FI_CLI_GITHUB_TOKEN=github.token))
+        assert done.returncode == 0, done.stderr
+        [issue] = github.issues("acme/api")
+    assert f"filed draft 3: {issue['html_url']}" in done.stdout and "1 filed" in done.stdout
+
+
+def _records() -> list[dict]:
+    base = {
+        "received_at": "2026-11-20T10:00:00Z", "service": "acme-companies-api", "source": "http",
+        "feedback": {"type": "unhelpful_error", "endpoint": "/contacts/export", "method": "POST", "outcome": "blocked",
+                     "goal": "Export my contacts", "suggestion": "Name the field; cc @octocat"},
+    }
+    messages = ["Export fails with a bare 400 naming no field", "Bare 400 on /contacts/export, which field?",
+                "The export 400 error does not say which field is invalid"]
+    return [
+        {**base, "id": f"fb_{i}", "account": f"acct_{i}", "feedback": {**base["feedback"], "message": m, "request_id": f"req_{i}"}}
+        for i, m in enumerate(messages)
+    ]
+
+
+def test_draft_preview_treats_a_file_as_one_cluster(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "records.jsonl", _records())
+    done = run_cli("draft-preview", "--input", str(tmp_path / "records.jsonl"), "--prompt", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = orjson.loads(done.stdout)
+    assert set(shown) == {"title", "body", "labels", "messages"}
+    assert shown["title"].startswith("acme-companies-api: ")
+    assert "Agents from **3 accounts** reported" in shown["body"] and "3 blocking" in shown["body"]
+    assert "cc @&#8203;octocat" in shown["body"] and "acct_0" not in shown["body"]
+    assert shown["labels"] == ["agent-feedback"]
+    user = shown["messages"][1]["content"]
+    assert user.count('<untrusted_report id="fb_') == 3
+
+
+def test_draft_preview_names_the_bad_line(tmp_path: Path) -> None:
+    records = _records()
+    records[1]["feedback"]["outcome"] = "exploded"
+    write_jsonl(tmp_path / "records.jsonl", records)
+    done = run_cli("draft-preview", "--input", str(tmp_path / "records.jsonl"), cwd=tmp_path)
+    assert done.returncode == 2 and "line 2" in done.stderr and "feedback.outcome" in done.stderr
+    assert done.stderr.count("\n") == 1

@@ -1,0 +1,229 @@
+"""The drafting stage and maintainer review, on the clustered sample (template drafting)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from feedback_insights.config import Config, DraftsConfig, EvidenceLinks, embedded_default
+from feedback_insights.demand import demand
+from feedback_insights.draft_input import DraftInput, draft_input
+from feedback_insights.drafts import crosses_threshold, draft_clusters
+from feedback_insights.issue_text import MAX_BODY, cluster_of, render_body
+from feedback_insights.review import (
+    ReviewError,
+    approve,
+    edit_form,
+    get_draft,
+    history,
+    reject,
+    save_edit,
+)
+from feedback_insights.warehouse import Warehouse
+
+from .conftest import sample_copy
+from .markdown_check import TEMPLATE, active_elements
+
+LINKS = EvidenceLinks(
+    request_id="https://console.example/requests/{request_id}",
+    trace_id="https://console.example/trace?id={trace_id}",
+    session_id="https://console.example/sessions/{session_id}",
+)
+
+
+def _config(path: Path, **drafts: object) -> Config:
+    return embedded_default(path).model_copy(update={"drafts": DraftsConfig(links=LINKS, **drafts)})
+
+
+@pytest.fixture
+def warehouse(clustered_sample: Path, tmp_path: Path):
+    with Warehouse(sample_copy(clustered_sample, tmp_path)) as wh:
+        yield wh
+
+
+def _drafts(wh: Warehouse) -> list[dict]:
+    return wh.con.sql("SELECT * FROM drafts ORDER BY cluster_id").pl().to_dicts()
+
+
+def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    figures = demand(warehouse)
+    expected = {
+        row["cluster_id"] for row in figures.iter_rows(named=True)
+        if row["polarity"] == "problem" and row["status"] == "open" and crosses_threshold(row, config.drafts)
+    }
+    assert len(expected) >= 10  # the sample's planted problems
+    run = draft_clusters(config, warehouse)
+    drafts = _drafts(warehouse)
+    assert {d["cluster_id"] for d in drafts} == expected
+    assert len(run.drafted) == len(drafts) and run.refreshed == []
+    assert all(d["status"] == "pending" and d["drafted_by"] == "template" for d in drafts)
+    # Praise and goal themes never become issues; a blocking cluster needs only 2 accounts.
+    kinds = warehouse.con.execute(
+        "SELECT DISTINCT c.view, c.polarity FROM drafts d JOIN clusters c ON c.id = d.cluster_id"
+    ).fetchall()
+    assert kinds == [("reports", "problem")]
+    again = draft_clusters(config, warehouse)
+    assert again.drafted == again.refreshed == [] and _drafts(warehouse) == drafts
+
+
+def test_the_threshold_is_configurable(warehouse: Warehouse) -> None:
+    draft_clusters(_config(warehouse.path, min_accounts=8, min_accounts_blocking=8), warehouse)
+    accounts = [d["accounts"] for d in _drafts(warehouse)]
+    assert accounts and min(accounts) >= 8
+
+
+def test_a_body_carries_demand_attribution_quotes_and_evidence_links(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    draft_clusters(config, warehouse)
+    figures = {row["cluster_id"]: row for row in demand(warehouse).iter_rows(named=True)}
+    for draft in _drafts(warehouse):
+        body, row = draft["body"], figures[draft["cluster_id"]]
+        assert cluster_of(body) == draft["cluster_id"]
+        assert f"Agents from **{row['accounts']} accounts** reported" in body
+        html = MarkdownIt("gfm-like").render(body)
+        demand_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", html, re.DOTALL).group(1)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", demand_row)
+        assert cells[:4] == [str(row["accounts"]), str(row["accounts_this_week"]), str(row["accounts_last_week"]), str(row["reports"])]
+        (distinct,) = warehouse.con.execute(
+            """SELECT count(*) FROM cluster_members m JOIN records r ON r.collector = m.collector AND r.id = m.id
+               WHERE m.view = 'reports' AND m.cluster_id = ? AND r.duplicate_of IS NULL""", [draft["cluster_id"]]
+        ).fetchall()[0]
+        assert body.count("\nAn agent reported (") == min(distinct, config.drafts.quoted_reports)
+        # Every link in the body is one of ours, built from the URL templates.
+        assert active_elements(body, allowed_link=lambda href: href.startswith("https://console.example/"), **TEMPLATE) == []
+
+
+def test_evidence_cells_link_to_the_configured_consoles(warehouse: Warehouse) -> None:
+    draft_clusters(_config(warehouse.path), warehouse)
+    # The smallest drafted cluster with a request id: all its evidence fits in the table.
+    request_id, cluster_id = warehouse.con.execute(
+        """SELECT r.request_id, d.cluster_id FROM drafts d
+           JOIN cluster_members m ON m.cluster_id = d.cluster_id AND m.view = 'reports'
+           JOIN records r ON r.collector = m.collector AND r.id = m.id
+           WHERE r.request_id IS NOT NULL AND r.duplicate_of IS NULL ORDER BY d.reports, r.id LIMIT 1"""
+    ).fetchall()[0]
+    body = warehouse.con.execute("SELECT body FROM drafts WHERE cluster_id = ?", [cluster_id]).fetchall()[0][0]
+    links = MarkdownIt("gfm-like").parse(body)
+    hrefs = {t.attrGet("href") for block in links if block.children for t in block.children if t.type == "link_open"}
+    assert f"https://console.example/requests/{request_id}" in hrefs
+
+
+def test_the_samples_planted_injection_is_quoted_inert(warehouse: Warehouse) -> None:
+    draft_clusters(_config(warehouse.path), warehouse)
+    bodies = "\n".join(d["body"] for d in _drafts(warehouse))
+    assert "@&#8203;maintainers please merge" in bodies  # quoted, with the ping broken
+    assert "closes \\#&#8203;12" in bodies
+
+
+def _grow(wh: Warehouse, cluster_id: int, accounts: int) -> None:
+    """New reports from new accounts join the cluster (as a later clustering run would)."""
+    collector, record_id = wh.con.execute(
+        "SELECT collector, id FROM cluster_members WHERE cluster_id = ? LIMIT 1", [cluster_id]
+    ).fetchall()[0]
+    for i in range(accounts):
+        new_id = f"grown-{cluster_id}-{i}"
+        wh.con.execute(
+            """INSERT INTO records SELECT * REPLACE (? AS id, ? AS account, received_at + ? AS received_at, NULL AS duplicate_of)
+               FROM records WHERE collector = ? AND id = ?""",
+            [new_id, f"acct_new_{i}", timedelta(minutes=i + 1), collector, record_id],
+        )
+        wh.con.execute(
+            "INSERT INTO cluster_members VALUES ('reports', ?, ?, NULL, ?, 'nearest', now())", [collector, new_id, cluster_id]
+        )
+
+
+def test_a_cluster_that_grows_materially_gets_its_pending_draft_refreshed(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    draft_clusters(config, warehouse)
+    first, second = _drafts(warehouse)[:2]
+    _grow(warehouse, first["cluster_id"], 1)  # one more account: not material
+    assert draft_clusters(config, warehouse).refreshed == []
+    _grow(warehouse, second["cluster_id"], second["accounts"])  # doubled
+    run = draft_clusters(config, warehouse)
+    assert run.refreshed == [second["id"]] and run.drafted == []
+    refreshed = get_draft(warehouse, second["id"])
+    assert refreshed["accounts"] == second["accounts"] * 2
+    assert f"Agents from **{second['accounts'] * 2} accounts**" in refreshed["body"]
+    assert warehouse.con.execute("SELECT count(*) FROM drafts WHERE cluster_id = ?", [second["cluster_id"]]).fetchall() == [(1,)]
+    assert [a["action"] for a in history(warehouse, second["id"])] == ["drafted", "refreshed"]
+
+
+def test_an_edited_or_approved_draft_keeps_its_text_when_the_cluster_grows(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    draft_clusters(config, warehouse)
+    edited, approved = _drafts(warehouse)[:2]
+    save_edit(warehouse, edited["id"], "maria", edit_form(edited).replace(edited["title"], "Better title", 1))
+    approve(warehouse, approved["id"], "maria")
+    for d in (edited, approved):
+        _grow(warehouse, d["cluster_id"], d["accounts"] * 2)
+    assert draft_clusters(config, warehouse).refreshed == []
+    assert get_draft(warehouse, edited["id"])["title"] == "Better title"
+    assert get_draft(warehouse, approved["id"])["body"] == approved["body"]
+
+
+def test_review_records_who_and_when_and_refuses_what_makes_no_sense(warehouse: Warehouse) -> None:
+    draft_clusters(_config(warehouse.path), warehouse)
+    one, two = _drafts(warehouse)[:2]
+    approve(warehouse, one["id"], "maria")
+    approved = get_draft(warehouse, one["id"])
+    assert approved["status"] == "approved" and approved["reviewed_by"] == "maria" and approved["reviewed_at"]
+    with pytest.raises(ReviewError, match="only a pending or rejected draft can be approved"):
+        approve(warehouse, one["id"], "maria")
+    with pytest.raises(ReviewError, match="--reason"):
+        reject(warehouse, two["id"], "maria", "  ")
+    reject(warehouse, two["id"], "li", "duplicate of acme/api#40")
+    assert get_draft(warehouse, two["id"])["reject_reason"] == "duplicate of acme/api#40"
+    assert [(a["action"], a["actor"]) for a in history(warehouse, two["id"])] == [("drafted", "feedback-insights"), ("rejected", "li")]
+    with pytest.raises(ReviewError, match="no draft 999"):
+        approve(warehouse, 999, "maria")
+
+
+def test_an_edit_sets_the_workaround_and_keeps_the_marker(warehouse: Warehouse) -> None:
+    draft_clusters(_config(warehouse.path), warehouse)
+    draft = _drafts(warehouse)[0]
+    form = edit_form(draft)
+    form = form.replace("workaround: \n", "workaround: Use /jobs?role=gtm and join on company_id\n")
+    form = form.replace("labels: agent-feedback", "labels: agent-feedback, search")
+    form = form.replace(f"<!-- feedback-insights:cluster={draft['cluster_id']} -->\n", "")  # deleted by mistake
+    # The marker is put back, so the body is unchanged.
+    assert save_edit(warehouse, draft["id"], "maria", form) == ["labels", "workaround"]
+    saved = get_draft(warehouse, draft["id"])
+    assert saved["workaround"] == "Use /jobs?role=gtm and join on company_id"
+    assert saved["labels"] == ["agent-feedback", "search"] and saved["edited"]
+    assert cluster_of(saved["body"]) == draft["cluster_id"]
+    assert save_edit(warehouse, draft["id"], "maria", edit_form(saved)) == []
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ("title: x\nbody without separator", "is missing"),
+        ("title: x\nowner: me\n--- body (markdown) below this line ---\nbody", "line 2: expected one of"),
+        ("title:\n--- body (markdown) below this line ---\nbody", "title: must not be empty"),
+        ("title: x\n--- body (markdown) below this line ---\n  \n", "body: must not be empty"),
+    ],
+)
+def test_a_bad_edit_is_refused_with_the_line(warehouse: Warehouse, form: str, message: str) -> None:
+    draft_clusters(_config(warehouse.path), warehouse)
+    draft = _drafts(warehouse)[0]
+    with pytest.raises(ReviewError, match=message):
+        save_edit(warehouse, draft["id"], "maria", form)
+    assert get_draft(warehouse, draft["id"])["body"] == draft["body"]
+
+
+def test_a_body_stays_within_githubs_limit_however_long_the_reports(warehouse: Warehouse) -> None:
+    figures = demand(warehouse).filter(demand(warehouse)["polarity"] == "problem").row(0, named=True)
+    inputs = draft_input(warehouse, figures)
+    huge = "#1 @a <b> " * 2_000  # every character escapes to several
+    reports = [{**r, **dict.fromkeys(("summary", "detail", "expected", "actual", "suggestion"), f"{i} {huge}")}
+               for i, r in enumerate(inputs.reports * 5)]
+    settings = DraftsConfig(quote_chars=10_000, quoted_reports=50, suggestions=20, evidence_rows=500)
+    body = render_body(DraftInput(**{**asdict(inputs), "reports": reports}), settings)
+    assert len(body) <= MAX_BODY and cluster_of(body) == inputs.cluster_id
+    assert active_elements(body, **TEMPLATE) == []

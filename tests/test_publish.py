@@ -1,0 +1,291 @@
+"""Publishing against real local servers: PyGithub → the GitHub fake, known_issue → our
+collector, write-back → a copy of the sample's in-session SQLite table."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+
+from feedback_insights.collector.client import CollectorClient
+from feedback_insights.config import (
+    Config,
+    GitHubConfig,
+    HttpCollectorConfig,
+    SqlTableConfig,
+    embedded_default,
+)
+from feedback_insights.drafts import draft_clusters
+from feedback_insights.github_issues import IssueTracker
+from feedback_insights.issue_text import cluster_of
+from feedback_insights.publish import publish
+from feedback_insights.review import approve, edit_form, get_draft, save_edit
+from feedback_insights.warehouse import Warehouse
+
+from .collector_server import PIPELINE_KEY, RunningCollector, running_collector
+from .conftest import SAMPLE, sample_copy
+from .github_fake import GitHubFake, running_github
+from .markdown_check import TEMPLATE, active_elements
+
+REPOS = {"acme-companies-api": "acme/companies-api", "orbit-mcp": "orbit/mcp"}
+ISSUES = r"/repos/[^/]+/[^/]+/issues"
+
+
+@pytest.fixture
+def github(monkeypatch: pytest.MonkeyPatch):
+    with running_github() as gh:
+        for repo in (*REPOS.values(), "pags/console"):
+            gh.add_repo(repo)
+        monkeypatch.setenv("FI_TEST_GITHUB_TOKEN", gh.token)
+        yield gh
+
+
+def _config(path: Path, gh: GitHubFake, **changes: object) -> Config:
+    github = GitHubConfig(
+        base_url=gh.url, token_env="FI_TEST_GITHUB_TOKEN", repos=REPOS, default_repo="pags/console",
+        timeout=1, retries=3, backoff=0.05, seconds_between_writes=0,
+    )
+    return embedded_default(path).model_copy(update={"github": github, **changes})
+
+
+class Clock:
+    """Records the waits the tracker asks for instead of sleeping through them."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def _tracker(config: Config, clock: Clock | None = None) -> IssueTracker:
+    return IssueTracker(config.github, config.github.token(), sleep=clock or Clock())
+
+
+@pytest.fixture
+def drafted(clustered_sample: Path, tmp_path: Path) -> Path:
+    """A copy of the clustered sample with every draft made and the first three approved."""
+    path = sample_copy(clustered_sample, tmp_path)
+    with Warehouse(path) as wh:
+        draft_clusters(embedded_default(path), wh)
+        for (draft_id,) in wh.con.execute("SELECT id FROM drafts ORDER BY id LIMIT 3").fetchall():
+            approve(wh, draft_id, "maria")
+    return path
+
+
+def _all_issues(gh: GitHubFake) -> list[dict]:
+    return [issue for repo in (*REPOS.values(), "pags/console") for issue in gh.issues(repo)]
+
+
+def test_approved_drafts_are_filed_once_with_their_labels(github: GitHubFake, drafted: Path) -> None:
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        approved = wh.con.sql("SELECT * FROM drafts WHERE status = 'approved' ORDER BY id").pl().to_dicts()
+        run = publish(config, wh, _tracker(config), {})
+        assert run.errors == [] and len(run.filed) == 3
+        for draft in approved:
+            filed = get_draft(wh, draft["id"])
+            assert filed["status"] == "filed" and filed["known_status"] == "acknowledged"
+            repo = filed["repo"]
+            [issue] = [i for i in github.issues(repo) if i["number"] == filed["issue_number"]]
+            assert issue["html_url"] == filed["issue_url"] and issue["title"] == draft["title"]
+            assert issue["body"] == draft["body"] and cluster_of(issue["body"]) == draft["cluster_id"]
+            assert {label["name"] for label in issue["labels"]} == {"agent-feedback", "feedback-insights"}
+            assert {"agent-feedback", "feedback-insights"} <= set(github.labels(repo))
+        again = publish(config, wh, _tracker(config), {})
+    assert again.filed == again.adopted == [] and again.errors == []
+    assert len(_all_issues(github)) == 3
+
+
+@pytest.mark.parametrize(
+    ("kind", "times"),
+    [("timeout_after_effect", 1), ("timeout_before_effect", 1), ("server_error", 2),
+     ("server_error_after_effect", 1), ("secondary_rate_limit", 2), ("rate_limit_429", 1)],
+)
+def test_a_flaky_github_never_gets_a_second_issue(github: GitHubFake, drafted: Path, kind: str, times: int) -> None:
+    config = _config(drafted, github)
+    github.fail("POST", ISSUES, kind, times=times, retry_after=7, delay=1.5)
+    clock = Clock()
+    with Warehouse(drafted) as wh:
+        run = publish(config, wh, _tracker(config, clock), {})
+        statuses = wh.con.execute("SELECT DISTINCT status FROM drafts WHERE issue_number IS NOT NULL").fetchall()
+    assert run.errors == [] and len(run.filed) + len(run.adopted) == 3
+    issues = _all_issues(github)
+    assert len(issues) == 3 and len({cluster_of(i["body"]) for i in issues}) == 3
+    assert statuses == [("filed",)]
+    if kind in ("secondary_rate_limit", "rate_limit_429"):
+        assert clock.waits[:times] == [7.0] * times  # Retry-After honoured
+    if kind.endswith("after_effect"):
+        assert len(run.adopted) == 1  # the lost answer's issue was found by its marker
+
+
+def test_a_lost_warehouse_finds_the_filed_issues_by_their_marker(github: GitHubFake, drafted: Path, tmp_path: Path) -> None:
+    backup = tmp_path / "before-publish.duckdb"
+    shutil.copyfile(drafted, backup)
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        first = publish(config, wh, _tracker(config), {})
+    with Warehouse(backup) as wh:  # restored from before the publish: the drafts are approved again
+        second = publish(_config(backup, github), wh, _tracker(config), {})
+    assert sorted(url for _, url in second.adopted) == sorted(url for _, url in first.filed)
+    assert second.filed == [] and len(_all_issues(github)) == 3
+
+
+def test_giving_up_or_a_refusal_is_an_error_line_and_the_draft_stays_approved(github: GitHubFake, drafted: Path) -> None:
+    config = _config(drafted, github)
+    github.fail("POST", ISSUES, "server_error", times=4)
+    with Warehouse(drafted) as wh:
+        run = publish(config, wh, _tracker(config), {})
+        assert len(run.errors) == 1 and "after 4 tries (last: 502)" in run.errors[0]
+        assert wh.con.execute("SELECT count(*) FROM drafts WHERE status = 'approved'").fetchall() == [(1,)]
+        unmapped = config.model_copy(update={"github": config.github.model_copy(update={"repos": {}, "default_repo": None})})
+        run = publish(unmapped, wh, _tracker(config), {})
+    assert any("no repository for service" in e and "github.repos" in e for e in run.errors)
+    assert len(_all_issues(github)) == 2
+
+
+def test_a_dry_run_prints_and_changes_nothing(github: GitHubFake, drafted: Path) -> None:
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        run = publish(config, wh, None, {}, dry_run=True)
+        assert wh.con.execute("SELECT count(*) FROM drafts WHERE status = 'approved'").fetchall() == [(3,)]
+    assert len(run.would_file) == 3 and github.requests == []
+    assert all(item["repo"] in (*REPOS.values(), "pags/console") and "feedback-insights" in item["labels"] for item in run.would_file)
+
+
+def test_issue_state_flows_back_to_the_draft_and_the_cluster(github: GitHubFake, drafted: Path) -> None:
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        publish(config, wh, _tracker(config), {})
+        one, two, three = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' ORDER BY id").pl().to_dicts()
+        github.close_issue(one["repo"], one["issue_number"], "completed")
+        github.close_issue(two["repo"], two["issue_number"], "not_planned")
+        github.add_label(three["repo"], three["issue_number"], "planned")
+        run = publish(config, wh, _tracker(config), {})
+        assert sorted(run.status_changes) == [
+            (one["id"], "acknowledged", "fixed"), (two["id"], "acknowledged", "wont_fix"), (three["id"], "acknowledged", "planned")
+        ]
+        clusters = dict(wh.con.execute("SELECT id, status FROM clusters").fetchall())
+        assert (clusters[one["cluster_id"]], clusters[two["cluster_id"]], clusters[three["cluster_id"]]) == ("fixed", "wont_fix", "open")
+        fixed_at = wh.con.execute("SELECT fixed_at FROM clusters WHERE id = ?", [one["cluster_id"]]).fetchall()[0][0]
+        assert fixed_at is not None
+        github.add_label(three["repo"], three["issue_number"], "in progress")
+        github.reopen_issue(one["repo"], one["issue_number"])
+        run = publish(config, wh, _tracker(config), {})
+        assert sorted(run.status_changes) == [(one["id"], "fixed", "acknowledged"), (three["id"], "planned", "in_progress")]
+        assert wh.con.execute("SELECT status, fixed_at FROM clusters WHERE id = ?", [one["cluster_id"]]).fetchall() == [("open", None)]
+        assert publish(config, wh, _tracker(config), {}).status_changes == []
+
+
+def _with_collector(path: Path, gh: GitHubFake, collector: RunningCollector, session_db: Path, monkeypatch) -> Config:
+    """The sample's records as if the file source "sample" were an HTTP collector, and its
+    in-session table writable."""
+    monkeypatch.setenv("FI_TEST_PIPELINE_KEY", PIPELINE_KEY)
+    sources = [
+        HttpCollectorConfig(kind="http", name="sample", url=collector.url, key_env="FI_TEST_PIPELINE_KEY", retries=0),
+        SqlTableConfig(kind="sql", name="sample-session", path=session_db, service="pags-console", write_back=True),
+    ]
+    return _config(path, gh, sources=sources)
+
+
+def _known(collector: RunningCollector) -> dict[str, dict]:
+    listed = httpx.get(collector.url + "/v1/known-issues", headers={"authorization": f"Bearer {PIPELINE_KEY}"}).json()
+    return {k["id"]: k for k in listed["known_issues"]}
+
+
+def test_known_issues_reach_the_collectors_and_follow_status_changes(
+    github: GitHubFake, drafted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_db = shutil.copyfile(SAMPLE / "session.sqlite", tmp_path / "session.sqlite")
+    with running_collector(tmp_path) as collector, Warehouse(drafted) as wh:
+        config = _with_collector(drafted, github, collector, session_db, monkeypatch)
+        first = wh.con.sql("SELECT * FROM drafts WHERE status = 'approved' ORDER BY id LIMIT 1").pl().to_dicts()[0]
+        save_edit(wh, first["id"], "maria", edit_form(first).replace("workaround: \n", "workaround: Page with ?cursor= instead\n"))
+        clients = {"sample": CollectorClient(collector.url, PIPELINE_KEY, retries=0)}
+        run = publish(config, wh, _tracker(config), clients)
+        assert run.errors == [] and run.deliveries.sent == 3
+        known = _known(collector)
+        filed = get_draft(wh, first["id"])
+        entry = known[f"fi-cluster-{first['cluster_id']}"]
+        members = [r for (r,) in wh.con.execute(
+            "SELECT id FROM cluster_members WHERE cluster_id = ? AND collector = 'sample' ORDER BY id", [first["cluster_id"]]
+        ).fetchall()]
+        assert entry["title"] == filed["title"] and entry["url"] == filed["issue_url"] and entry["status"] == "acknowledged"
+        assert entry["workaround"] == "Page with ?cursor= instead"
+        assert entry["match"]["record_ids"] == members
+        terms = wh.con.execute("SELECT key_terms[:3] FROM clusters WHERE id = ?", [first["cluster_id"]]).fetchall()[0][0]
+        assert all(f["terms"] == terms and f["service"] == filed_service(wh, first) for f in entry["match"]["fingerprints"])
+        assert publish(config, wh, _tracker(config), clients).deliveries.sent == 0  # nothing changed
+        github.close_issue(filed["repo"], filed["issue_number"], "completed")
+        run = publish(config, wh, _tracker(config), clients)
+        assert run.deliveries.sent == 1 and _known(collector)[entry["id"]]["status"] == "fixed"
+
+
+def filed_service(wh: Warehouse, draft: dict) -> str:
+    return wh.con.execute("SELECT service FROM clusters WHERE id = ?", [draft["cluster_id"]]).fetchall()[0][0]
+
+
+def test_an_unreachable_collector_is_retried_on_the_next_run(
+    github: GitHubFake, drafted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_db = shutil.copyfile(SAMPLE / "session.sqlite", tmp_path / "session.sqlite")
+    with running_collector(tmp_path) as collector:
+        config = _with_collector(drafted, github, collector, session_db, monkeypatch)
+        url = collector.url
+    dead = {"sample": CollectorClient(url, PIPELINE_KEY, retries=0, timeout=1)}
+    with Warehouse(drafted) as wh:
+        run = publish(config, wh, _tracker(config), dead)
+        assert run.deliveries.sent == 0 and len(run.errors) == 3 and "unreachable" in run.errors[0]
+        errors = wh.con.execute("SELECT count(*) FROM known_issue_deliveries WHERE error IS NOT NULL").fetchall()
+        assert errors == [(3,)]
+    with running_collector(tmp_path / "again") as collector, Warehouse(drafted) as wh:
+        config = _with_collector(drafted, github, collector, session_db, monkeypatch)
+        run = publish(config, wh, _tracker(config), {"sample": CollectorClient(collector.url, PIPELINE_KEY)})
+        assert run.deliveries.sent == 3 and run.errors == [] and len(_known(collector)) == 3
+
+
+def test_filed_in_session_rows_are_written_back_once(
+    github: GitHubFake, clustered_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = sample_copy(clustered_sample, tmp_path)
+    session_db = shutil.copyfile(SAMPLE / "session.sqlite", tmp_path / "session.sqlite")
+    before = dict(sqlite3.connect(session_db).execute("SELECT id, status FROM agent_feedback").fetchall())
+    with running_collector(tmp_path) as collector, Warehouse(path) as wh:
+        config = _with_collector(path, github, collector, session_db, monkeypatch)
+        draft_clusters(config, wh)
+        rows = wh.con.execute(
+            """SELECT d.id FROM drafts d JOIN cluster_members m ON m.cluster_id = d.cluster_id
+               WHERE m.collector = 'sample-session' GROUP BY d.id"""
+        ).fetchall()
+        for (draft_id,) in rows:
+            approve(wh, draft_id, "maria")
+        run = publish(config, wh, _tracker(config), {"sample": CollectorClient(collector.url, PIPELINE_KEY)})
+        assert run.errors == []
+        urls = dict(wh.con.execute(
+            """SELECT m.id, d.issue_url FROM drafts d JOIN cluster_members m ON m.cluster_id = d.cluster_id
+               WHERE m.collector = 'sample-session' AND d.status = 'filed'"""
+        ).fetchall())
+        assert publish(config, wh, _tracker(config), {"sample": CollectorClient(collector.url, PIPELINE_KEY)}).written_back == 0
+    after = {row_id: (status, url) for row_id, status, url in sqlite3.connect(session_db).execute(
+        "SELECT id, status, issue_url FROM agent_feedback").fetchall()}
+    changed = {row_id for row_id in urls if before[row_id] in ("open", "triaged")}
+    assert changed and run.written_back == len(changed)
+    for row_id, (status, url) in after.items():
+        if row_id in changed:
+            assert (status, url) == ("filed", urls[row_id])
+        else:
+            assert status == before[row_id]  # dismissed, already filed, or not in a filed cluster
+
+
+def test_published_bodies_have_nothing_active(github: GitHubFake, drafted: Path) -> None:
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        wh.con.execute("UPDATE drafts SET status = 'approved'")
+        publish(config, wh, _tracker(config), {})
+    issues = _all_issues(github)
+    assert len(issues) >= 10
+    for issue in issues:
+        assert active_elements(issue["body"], **TEMPLATE) == []
