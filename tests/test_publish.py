@@ -19,7 +19,7 @@ from feedback_insights.config import (
     embedded_default,
 )
 from feedback_insights.drafts import draft_clusters
-from feedback_insights.github_issues import IssueTracker
+from feedback_insights.github_issues import IssueState, IssueTracker
 from feedback_insights.issue_text import cluster_of
 from feedback_insights.publish import publish
 from feedback_insights.review import approve, edit_form, get_draft, save_edit
@@ -289,3 +289,53 @@ def test_published_bodies_have_nothing_active(github: GitHubFake, drafted: Path)
     assert len(issues) >= 10
     for issue in issues:
         assert active_elements(issue["body"], **TEMPLATE) == []
+
+
+def test_the_marker_survives_a_body_saved_with_crlf(github: GitHubFake, drafted: Path, tmp_path: Path) -> None:
+    backup = shutil.copyfile(drafted, tmp_path / "before-publish.duckdb")
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        publish(config, wh, _tracker(config), {})
+    for repo in (*REPOS.values(), "pags/console"):  # a maintainer edits each issue on github.com
+        for issue in _tracker(config).repo(repo).get_issues(state="all"):
+            issue.edit(body=issue.body.replace("\n", "\r\n"))
+    with Warehouse(backup) as wh:
+        again = publish(_config(backup, github), wh, _tracker(config), {})
+    assert again.filed == [] and len(again.adopted) == 3 and len(_all_issues(github)) == 3
+
+
+def test_closing_reasons_and_status_labels_map_to_known_issue_statuses() -> None:
+    labels = GitHubConfig().status_labels
+
+    def status(state: str, reason: str | None = None, *names: str) -> str:
+        return IssueState(1, "u", state, reason, list(names), None).known_status(labels)
+
+    assert status("closed", "completed") == status("closed", None) == "fixed"
+    assert status("closed", "not_planned") == "wont_fix"
+    assert status("closed", "duplicate") == "acknowledged"  # tracked by another issue
+    assert status("open", None, "In Progress", "planned") == "in_progress"  # GitHub labels ignore case
+    assert status("open", None, "PLANNED") == "planned" and status("open") == "acknowledged"
+
+
+def test_failures_around_filing_are_one_line_each_and_the_run_goes_on(github: GitHubFake, drafted: Path) -> None:
+    config = _config(drafted, github)
+    github.fail("GET", r"/repos/acme/companies-api/labels", "server_error", times=20)
+    github.fail("POST", ISSUES, "rate_limit_429", retry_after=-1)  # a nonsensical Retry-After is not a crash
+    with Warehouse(drafted) as wh:
+        run = publish(config, wh, _tracker(config), {})
+    assert run.errors and all("labels of acme/companies-api: GitHub answered 502" in e for e in run.errors)
+    assert len(run.filed) == 3 - len(run.errors) and len(_all_issues(github)) == len(run.filed)
+
+
+def test_an_approved_draft_whose_cluster_was_merged_is_not_filed(github: GitHubFake, drafted: Path) -> None:
+    from feedback_insights.corrections import merge
+
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        first, second = wh.con.execute("SELECT cluster_id FROM drafts WHERE status = 'approved' ORDER BY id LIMIT 2").fetchall()
+        service = wh.con.execute("SELECT service FROM clusters WHERE id = ?", [second[0]]).fetchall()[0][0]
+        wh.con.execute("UPDATE clusters SET service = ? WHERE id = ?", [service, first[0]])  # mergeable
+        merge(wh, second[0], first[0], "maria", "same problem")
+        run = publish(config, wh, _tracker(config), {})
+    assert len(run.skipped) == 1 and f"was merged into {second[0]}" in run.skipped[0]
+    assert len(run.filed) == 2

@@ -227,6 +227,8 @@ def publish(
                   f"{escape(item['title'])}  [labels: {escape(', '.join(item['labels']))}]", highlight=False)
     for draft_id, url in run.filed:
         out.print(f"filed draft {draft_id}: {url}", highlight=False)
+    for line in run.skipped:
+        err.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
     out.print(f"[bold]publish[/]: {run.line()}", highlight=False)
     for error in run.errors:
         err.print(f"[red]error[/] {escape(error)}", highlight=False)

@@ -23,9 +23,12 @@ from github.Repository import Repository
 
 from .config import GitHubConfig
 from .issue_text import cluster_of
+from .retrying import retry_after
 
 T = TypeVar("T")
 LABEL_COLOUR = "c5def5"
+#: The longest PyGithub may wait for a rate limit to reset before giving up (one clear error).
+MAX_RATE_LIMIT_WAIT = 300
 #: Methods PyGithub may repeat by itself: reads, and writes whose repetition changes nothing.
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
 
@@ -47,8 +50,10 @@ class IssueState:
         """The AFP known_issue status: closed as completed → fixed, as not planned → wont_fix;
         an open issue is planned / in_progress when it carries a mapped label."""
         if self.state == "closed":
-            return "wont_fix" if self.state_reason == "not_planned" else "fixed"
-        mapped = {status_labels[name] for name in self.labels if name in status_labels}
+            # A duplicate is tracked by another issue: still known, not fixed.
+            return {"not_planned": "wont_fix", "duplicate": "acknowledged"}.get(self.state_reason or "", "fixed")
+        wanted = {name.lower(): status for name, status in status_labels.items()}
+        mapped = {wanted[name.lower()] for name in self.labels if name.lower() in wanted}
         for status in ("in_progress", "planned"):
             if status in mapped:
                 return status
@@ -69,7 +74,13 @@ class IssueTracker:
             base_url=config.base_url,
             auth=Auth.Token(token),
             timeout=math.ceil(config.timeout),
-            retry=GithubRetry(total=config.retries, backoff_factor=config.backoff, allowed_methods=_IDEMPOTENT),
+            # other=0: urllib3 would otherwise repeat any method after an error it cannot classify
+            # (an SSL error while reading the answer), POST included. raise_on_status=False: a
+            # read that keeps failing ends as a GithubException with its status.
+            retry=GithubRetry(
+                total=config.retries, backoff_factor=config.backoff, allowed_methods=_IDEMPOTENT, other=0,
+                raise_on_status=False, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT,
+            ),
             seconds_between_writes=config.seconds_between_writes or None,
             seconds_between_requests=None,
         )
@@ -89,7 +100,8 @@ class IssueTracker:
         """Create the labels the repository does not have yet."""
         repo = self.repo(repo_name)
         if repo_name not in self._labels:
-            self._labels[repo_name] = {label.name.lower() for label in self._call("labels", repo.get_labels)}
+            labels = self._call(f"labels of {repo_name}", lambda: list(repo.get_labels()))
+            self._labels[repo_name] = {label.name.lower() for label in labels}
         for name in names:
             if name.lower() in self._labels[repo_name]:
                 continue
@@ -98,6 +110,8 @@ class IssueTracker:
             except GithubException as exc:
                 if exc.status != 422:  # 422: it exists after all (created meanwhile)
                     raise GitHubError(f"{repo_name}: could not create label {name!r}: {_message(exc)}") from None
+            except requests.RequestException as exc:
+                raise GitHubError(f"{repo_name}: could not create label {name!r}: {type(exc).__name__}") from None
             self._labels[repo_name].add(name.lower())
 
     def find(self, repo_name: str, cluster_id: int, refresh: bool = False) -> Issue | None:
@@ -105,13 +119,13 @@ class IssueTracker:
         if refresh or repo_name not in self._marked:
             repo = self.repo(repo_name)
             issues = self._call(
-                "issue listing",
-                lambda: list(repo.get_issues(state="all", labels=[self.config.marker_label], sort="created", direction="desc")),
+                f"issues of {repo_name}",
+                lambda: list(repo.get_issues(state="all", labels=[self.config.marker_label], sort="created", direction="asc")),
             )
             marked: dict[int, Issue] = {}
             for issue in issues:
                 found = cluster_of(issue.body)
-                if found is not None and found not in marked:
+                if found is not None and found not in marked:  # the oldest, if there ever were two
                     marked[found] = issue
             self._marked[repo_name] = marked
         return self._marked[repo_name].get(cluster_id)
@@ -134,7 +148,8 @@ class IssueTracker:
             except GithubException as exc:
                 if not _retryable(exc):
                     raise GitHubError(f"{repo_name}: GitHub refused the issue ({exc.status}): {_message(exc)}") from None
-                failure, wait = f"{exc.status}", _retry_after(exc) or self.config.backoff * 2**attempt
+                failure = f"{exc.status}"
+                wait = retry_after((exc.headers or {}).get("retry-after"), 300.0) or self.config.backoff * 2**attempt
             else:
                 self._marked.setdefault(repo_name, {})[cluster_id] = issue
                 return _state(issue), True
@@ -161,14 +176,7 @@ class IssueTracker:
 def _retryable(exc: GithubException) -> bool:
     if exc.status == 429 or exc.status >= 500:
         return True
-    return exc.status == 403 and (_retry_after(exc) is not None or "rate limit" in _message(exc).lower())
-
-
-def _retry_after(exc: GithubException) -> float | None:
-    try:
-        return min(float((exc.headers or {})["retry-after"]), 300.0)
-    except (KeyError, ValueError, TypeError):
-        return None
+    return exc.status == 403 and ("retry-after" in (exc.headers or {}) or "rate limit" in _message(exc).lower())
 
 
 def _message(exc: GithubException) -> str:

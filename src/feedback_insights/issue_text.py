@@ -26,7 +26,8 @@ MAX_BODY = 60_000
 #: The longest value a template prints without a filter (ids, tools, terms).
 MAX_VALUE = 200
 #: The marker as a whole line, so that text quoted in the body (always after "> ") cannot fake it.
-MARKER_LINE = re.compile(r"^<!-- feedback-insights:cluster=(\d+) -->$", re.MULTILINE)
+#: GitHub stores bodies edited in its web UI with CRLF line ends.
+MARKER_LINE = re.compile(r"^<!-- feedback-insights:cluster=(\d+) -->\r?$", re.MULTILINE)
 
 
 class Markdown(str):

@@ -13,6 +13,7 @@ from typing import Any, Self
 import httpx
 
 from .config import LLMConfig
+from .retrying import retry_after
 
 
 class LLMError(RuntimeError):
@@ -67,19 +68,14 @@ class ChatClient:
                     raise LLMError(f"the LLM endpoint failed after {attempt + 1} tries: {type(exc).__name__}") from None
                 time.sleep(self.backoff * 2**attempt)
                 continue
+            except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
+                raise LLMError(f"the LLM endpoint's answer could not be read: {type(exc).__name__}: {exc}") from None
             if response.status_code == 429 or response.status_code >= 500:
                 if attempt == retries:
                     raise LLMError(f"the LLM endpoint answered {response.status_code} after {attempt + 1} tries")
-                time.sleep(_retry_after(response) or self.backoff * 2**attempt)
+                time.sleep(retry_after(response.headers.get("retry-after"), 30.0) or self.backoff * 2**attempt)
                 continue
             if response.status_code >= 400:
                 raise LLMError(f"the LLM endpoint refused the request ({response.status_code}): {response.text[:200]}")
             return response
         raise AssertionError("unreachable")
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return min(float(response.headers["retry-after"]), 30.0)
-    except (KeyError, ValueError):
-        return None

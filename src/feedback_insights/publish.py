@@ -22,7 +22,8 @@ from .write_back import write_back
 _CLUSTER_STATUS = {"fixed": "fixed", "wont_fix": "wont_fix"}
 
 _DRAFTS = """
-SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.known_status, c.service
+SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.known_status, c.service,
+       c.status AS cluster_status, c.merged_into
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
 WHERE d.status = $status ORDER BY d.id
 """
@@ -35,6 +36,7 @@ class PublishRun:
     adopted: list[tuple[int, str]] = field(default_factory=list)
     status_changes: list[tuple[int, str, str]] = field(default_factory=list)
     would_file: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
     deliveries: Deliveries = field(default_factory=Deliveries)
     written_back: int = 0
     errors: list[str] = field(default_factory=list)
@@ -70,6 +72,11 @@ def publish(
     if tracker is None:
         raise ValueError("publishing needs an IssueTracker unless dry_run")
     for draft in approved:
+        if draft["cluster_status"] in ("merged", "ignored"):
+            # Filing it would duplicate the cluster it was merged into, or file what was silenced.
+            where = f" into {draft['merged_into']}" if draft["merged_into"] else ""
+            run.skipped.append(f"draft {draft['id']}: cluster {draft['cluster_id']} was {draft['cluster_status']}{where} after approval; not filed")
+            continue
         _file(config, warehouse, tracker, draft, run)
     for draft in warehouse.con.sql(_DRAFTS, params={"status": "filed"}).pl().to_dicts():
         _sync(config, warehouse, tracker, draft, run)

@@ -40,6 +40,9 @@ def write_back(config: Config, warehouse: Warehouse) -> WriteBack:
         rows = warehouse.con.execute(_FILED_RECORDS, {"collector": source.name}).fetchall()
         if not rows:
             continue
+        if not source.path.is_file():  # connecting would create an empty database
+            result.errors.append(f"write-back to {source.path}#{source.table}: the file does not exist")
+            continue
         try:
             result.updated += _update(source, [(url, row_id) for row_id, url in rows])
         except (sqlite3.Error, duckdb.Error, OSError) as exc:

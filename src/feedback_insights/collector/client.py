@@ -11,6 +11,8 @@ from typing import Any, Self
 
 import httpx
 
+from ..retrying import retry_after
+
 
 class CollectorError(RuntimeError):
     """The collector refused, or could not be reached after the retries."""
@@ -62,7 +64,7 @@ class CollectorClient:
             if response.status_code == 429 or response.status_code >= 500:
                 if attempt == self.retries:
                     raise CollectorError(f"collector {self.url} answered {response.status_code} {path}; gave up after {attempt + 1} tries")
-                time.sleep(_retry_after(response) or self.backoff * 2**attempt)
+                time.sleep(retry_after(response.headers.get("retry-after"), 60.0) or self.backoff * 2**attempt)
                 continue
             if response.status_code in (401, 403):
                 raise CollectorError(f"collector {self.url} refused the key ({response.status_code}): check the pipeline key")
@@ -70,14 +72,6 @@ class CollectorClient:
                 raise CollectorError(f"collector {self.url} answered {response.status_code} to {method} {path}: {response.text[:200]}")
             return response
         raise AssertionError("unreachable")
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return min(float(value), 60.0) if value else None
-    except ValueError:
-        return None
 
 
 def send_known_issue(collectors: list[CollectorClient], issue: dict[str, Any], match: dict[str, Any]) -> list[str]:
