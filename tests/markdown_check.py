@@ -98,11 +98,14 @@ class _Html(HTMLParser):
         self.comments.append(data)
 
 
-def _rendered(markdown: str, allowed_link: Callable[[str], bool]) -> list[str]:
-    """What cmark-gfm (GitHub's renderer; raw HTML let through so it shows) makes of it."""
+def rendered_actions(
+    markdown: str, allowed_link: Callable[[str], bool] = lambda href: False, extra_tags: Collection[str] = ()
+) -> list[str]:
+    """What cmark-gfm (GitHub's renderer; raw HTML let through so it shows) makes of it that
+    is not plain text, our own links or the tags a drafted issue (plus ``extra_tags``) uses."""
     html = _Html()
     html.feed(cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE))
-    found = [f"<{tag}> {attrs}" for tag, attrs in html.tags if tag not in _TAGS]
+    found = [f"<{tag}> {attrs}" for tag, attrs in html.tags if tag not in _TAGS | set(extra_tags)]
     found += [f"link {attrs.get('href')}" for tag, attrs in html.tags if tag == "a" and not allowed_link(str(attrs.get("href")))]
     found += [f"comment {c!r}" for c in html.comments if not re.fullmatch(r" feedback-insights:cluster=\d+ ", c)]
     for chunk in html.text:
@@ -120,4 +123,4 @@ def active_elements(
     """Everything GitHub would turn into an action or structure. ``allowed_link``: hrefs the
     body may carry (our own evidence links); ``headings`` and ``tables``: the structure our
     template writes outside quotes."""
-    return _structure(markdown, headings, tables) + _rendered(markdown, allowed_link)
+    return _structure(markdown, headings, tables) + rendered_actions(markdown, allowed_link)

@@ -335,7 +335,7 @@ def collector_hash_key(key: Annotated[str, typer.Argument(help="The key to write
 
 
 # Registered last: these modules add their commands to ``app``.
-from . import cluster_commands, draft_commands  # noqa: F401
+from . import cluster_commands, digest_commands, draft_commands  # noqa: F401
 
 
 def main() -> None:

@@ -103,6 +103,35 @@ class DemandConfig(_Strict):
     half_life_days: float = Field(14.0, gt=0, description="recency half-life of the ranking score")
 
 
+class DigestConfig(_Strict):
+    """Where the weekly digest goes."""
+
+    folder: Path = Field(Path("digests"), description="digest-<week>.html and .md are written here")
+    webhook_env: str | None = Field(None, description="environment variable holding a chat webhook URL")
+    timezone: str = Field("UTC", description="the weekly schedule's time zone, e.g. Europe/Berlin")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as Europe/Berlin)") from None
+        return value
+
+    def webhook(self) -> str | None:
+        if self.webhook_env is None:
+            return None
+        value = os.environ.get(self.webhook_env)
+        if not value:
+            raise ConfigError(f"digest.webhook_env: set {self.webhook_env} to the webhook URL")
+        return value
+
+
+#: A GitHub label name (GitHub allows 1–50 characters).
+Label = Annotated[str, Field(min_length=1, max_length=50)]
 _PLACEHOLDERS = ("request_id", "trace_id", "session_id", "message_id")
 
 
@@ -136,8 +165,8 @@ class DraftsConfig(_Strict):
     min_accounts: int = Field(3, ge=1, description="distinct accounts a cluster needs for a draft")
     min_accounts_blocking: int = Field(2, ge=1, description="… when one of its reports is blocking")
     refresh_growth: float = Field(0.5, gt=0, description="redraft when accounts grew by this fraction")
-    labels: list[str] = Field(["agent-feedback"], description="labels every drafted issue carries")
-    suggested_labels: list[str] = Field(
+    labels: list[Label] = Field(["agent-feedback"], description="labels every drafted issue carries")
+    suggested_labels: list[Label] = Field(
         ["bug", "enhancement", "documentation"], description="labels an LLM may add (others are dropped)"
     )
     quoted_reports: int = Field(5, ge=1, le=50)
@@ -182,7 +211,7 @@ class GitHubConfig(_Strict):
     token_env: str = "GITHUB_TOKEN"
     repos: dict[str, str] = Field({}, description="service → owner/name")
     default_repo: str | None = Field(None, description="owner/name for services not in repos")
-    marker_label: str = Field("feedback-insights", description="label on every filed issue; finds them again")
+    marker_label: Label = Field("feedback-insights", description="label on every filed issue; finds them again")
     status_labels: dict[str, KnownStatus] = Field(
         {"planned": "planned", "in progress": "in_progress"}, description="issue label → known_issue status"
     )
@@ -306,6 +335,7 @@ class Config(_Strict):
     drafts: DraftsConfig = DraftsConfig()
     llm: LLMConfig | None = None
     github: GitHubConfig = GitHubConfig()
+    digest: DigestConfig = DigestConfig()
     sources: list[SourceConfig] = []
 
     @field_validator("sources")
@@ -353,6 +383,7 @@ def _resolve(config: Config, base: Path) -> Config:
         update={
             "warehouse": config.warehouse.model_copy(update={"path": absolute(config.warehouse.path)}),
             "collector": config.collector.model_copy(update={"db": absolute(config.collector.db)}),
+            "digest": config.digest.model_copy(update={"folder": absolute(config.digest.folder)}),
             "sources": [
                 s.model_copy(update={"path": absolute(s.path)}) if hasattr(s, "path") else s for s in config.sources
             ],

@@ -1,0 +1,162 @@
+"""The weekly digest on the clustered sample: its figures, its safety, its two renderings."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from datetime import timedelta
+from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from feedback_insights.config import embedded_default
+from feedback_insights.digest import SPARK_WEEKS, Week, build
+from feedback_insights.digest_render import render, write
+from feedback_insights.drafts import draft_clusters
+from feedback_insights.warehouse import Warehouse
+
+from .conftest import run_cli, sample_copy
+from .markdown_check import rendered_actions
+
+WEEK = Week.parse("2026-W47")  # 16–22 Nov: the sample's own timestamps, whatever today is
+
+
+@pytest.fixture(scope="module")
+def warehouse(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory):
+    path = sample_copy(clustered_sample, tmp_path_factory.mktemp("digest"))
+    with Warehouse(path) as wh:
+        draft_clusters(embedded_default(path), wh)
+        yield wh
+
+
+def _week_records(wh: Warehouse, week: Week) -> pl.DataFrame:
+    records = pl.from_arrow(wh.con.sql("SELECT account, service, severity, outcome, received_at FROM records").to_arrow_table())
+    utc = pl.col("received_at").dt.convert_time_zone("UTC")
+    return records.filter((utc >= week.start) & (utc < week.end))
+
+
+def test_weeks_parse_and_default_to_the_last_complete_one() -> None:
+    assert (WEEK.start.isoformat(), WEEK.end.isoformat()) == ("2026-11-16T00:00:00+00:00", "2026-11-23T00:00:00+00:00")
+    assert str(Week.before(WEEK.start + timedelta(days=8, hours=8))) == "2026-W47"  # Tuesday of W48
+    for bad in ("2026-48", "2026-W54", "W48"):
+        with pytest.raises(ValueError, match="--week"):
+            Week.parse(bad)
+
+
+def test_headline_numbers_match_the_records(warehouse: Warehouse) -> None:
+    digest = build(warehouse, WEEK)
+    week = _week_records(warehouse, WEEK)
+    blocked = week.filter((pl.col("severity") == "blocking") | (pl.col("outcome") == "blocked")).height
+    assert digest.headline["reports"] == week.height > 0
+    assert digest.headline["accounts"] == week["account"].drop_nulls().n_unique()
+    assert digest.headline["services"] == week["service"].drop_nulls().n_unique()
+    assert digest.headline["blocked_share"] == pytest.approx(blocked / week.height)
+    assert digest.last_week["reports"] == _week_records(warehouse, Week.parse("2026-W46")).height
+    assert sum(s["reports"] for s in digest.services) == week.height
+    assert sum(lane["reports"] for lane in digest.lanes) == week.height
+
+
+def test_top_problems_are_ranked_by_accounts_this_week_with_an_8_week_sparkline(warehouse: Warehouse) -> None:
+    digest = build(warehouse, WEEK)
+    top = digest.top_problems
+    assert top and all(p["polarity"] == "problem" for p in top)
+    assert [p["accounts_this_week"] for p in top] == sorted((p["accounts_this_week"] for p in top), reverse=True)
+    for p in top:
+        assert len(p["spark"]) == SPARK_WEEKS and p["spark"][-1] == p["accounts_this_week"]
+        assert max(p["spark"]) <= p["accounts"]
+    assert all(p["trend"] == "new" for p in digest.new) and all(p["trend"] == "rising" for p in digest.rising)
+    assert all(p["polarity"] == "praise" for p in digest.praise) and digest.praise
+    assert digest.goals and digest.issues  # goal themes, and the drafts waiting for review
+
+
+def test_fixed_issues_and_regressions_are_reported(warehouse: Warehouse) -> None:
+    cluster_id = build(warehouse, WEEK).top_problems[0]["cluster_id"]
+    fixed_at = WEEK.start + timedelta(days=1)
+    warehouse.con.execute(
+        "UPDATE drafts SET status = 'filed', known_status = 'fixed', issue_url = 'https://github.example/acme/api/issues/7' WHERE cluster_id = ?",
+        [cluster_id],
+    )
+    warehouse.con.execute("UPDATE clusters SET status = 'fixed', fixed_at = ? WHERE id = ?", [fixed_at, cluster_id])
+    try:
+        digest = build(warehouse, WEEK)
+        assert [f["cluster_id"] for f in digest.fixed] == [cluster_id]
+        # Reports after the fix: a regression, linked to its issue.
+        assert cluster_id in {r["cluster_id"] for r in digest.regressions}
+        regression = next(r for r in digest.regressions if r["cluster_id"] == cluster_id)
+        assert regression["issue"]["issue_url"] == "https://github.example/acme/api/issues/7"
+    finally:
+        warehouse.con.execute("UPDATE drafts SET status = 'pending', known_status = NULL, issue_url = NULL WHERE cluster_id = ?", [cluster_id])
+        warehouse.con.execute("UPDATE clusters SET status = 'open', fixed_at = NULL WHERE id = ?", [cluster_id])
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_the_html_is_self_contained_and_report_text_stays_text(warehouse: Warehouse) -> None:
+    digest = build(warehouse, WEEK)
+    digest.top_problems[0]["quote"] = '<script>alert(1)</script><img src="https://evil.example/p.png"> @octocat'
+    html = render(digest, "html")
+    parser = _Tags()
+    parser.feed(html)
+    tags = [tag for tag, _ in parser.tags]
+    assert "script" not in tags and "img" not in tags and "link" not in tags
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert tags.count("svg") == len(digest.top_problems) + len(digest.new) + len(digest.rising) + len(digest.regressions) + 2
+    assert not [a for _, a in parser.tags for k, v in a.items() if k in ("src", "href") and v and v.startswith(("http", "//")) and "github" not in v]
+
+
+def test_the_markdown_quotes_agents_inert(warehouse: Warehouse) -> None:
+    digest = build(warehouse, WEEK)
+    digest.praise[0]["quote"] = "Love it! cc @octocat, closes #1, see https://evil.example ![x](https://evil.example/x.png)"
+    markdown = render(digest, "md")
+    assert "@&#8203;octocat" in markdown
+    assert rendered_actions(markdown, extra_tags={"h1", "ol", "code"}) == []
+    assert f"# What agents told us · {WEEK}" in markdown
+
+
+def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Warehouse, tmp_path: Path) -> None:
+    received: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    warehouse.checkpoint()  # the command opens its own copy: a DuckDB file has one writer
+    shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
+    (tmp_path / "feedback-insights.toml").write_text(
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
+    )
+    try:
+        done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path,
+                       env={**os.environ, "FI_HOOK": f"http://127.0.0.1:{server.server_address[1]}/hook"})
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / f"digest-{WEEK}.html").is_file() and (tmp_path / "out" / f"digest-{WEEK}.md").is_file()
+    assert received == [{"text": (tmp_path / "out" / f"digest-{WEEK}.md").read_text()}]
+    bad = run_cli("digest", "--week", "2026-48", cwd=tmp_path)
+    assert bad.returncode == 2 and "--week: expected an ISO week like 2026-W48" in bad.stderr
+
+
+def test_write_names_the_files_by_week(warehouse: Warehouse, tmp_path: Path) -> None:
+    paths = write(build(warehouse, WEEK), tmp_path, ("md",))
+    assert [p.name for p in paths] == [f"digest-{WEEK}.md"]
