@@ -8,6 +8,8 @@ from pathlib import Path
 
 import duckdb
 
+from feedback_insights.warehouse import Warehouse
+
 from .conftest import run_cli, write_jsonl
 from .test_dialects import AFS_SNAKE, RFC026
 
@@ -118,3 +120,23 @@ def test_field_names_that_look_like_markup_are_printed_as_text(tmp_path: Path) -
     result = run_cli("normalise", "--input", str(data), "--output", str(tmp_path / "out.jsonl"))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "[/oops]: is not a recognised field" in result.stderr
+
+
+def test_the_warehouse_round_trips_through_parquet(tmp_path: Path) -> None:
+    assert run_cli("ingest", cwd=tmp_path).returncode == 0
+    exported = run_cli("warehouse", "export", "parquet", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert {"records.parquet", "quarantine.parquet", "clusters.parquet", "drafts.parquet", "schema.sql"} <= {
+        p.name for p in (tmp_path / "parquet").iterdir()
+    }
+    again = run_cli("warehouse", "export", "parquet", cwd=tmp_path)
+    assert again.returncode == 2 and "is not empty" in again.stderr
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "feedback-insights.toml").write_text('[warehouse]\npath = "w.duckdb"\n[privacy]\nhmac_key = "k"\n')
+    imported = run_cli("warehouse", "import", str(tmp_path / "parquet"), cwd=tmp_path / "copy")
+    assert imported.returncode == 0, imported.stderr
+    with Warehouse(tmp_path / "feedback.duckdb") as a, Warehouse(tmp_path / "copy" / "w.duckdb") as b:
+        for table in ("records", "quarantine", "source_cursors"):
+            query = f"SELECT * FROM {table} ORDER BY ALL"
+            assert a.con.sql(query).fetchall() == b.con.sql(query).fetchall()
+        assert b.con.execute("SELECT nextval('ingest_run_ids')").fetchall() == a.con.execute("SELECT nextval('ingest_run_ids')").fetchall()

@@ -20,9 +20,11 @@ from feedback_insights.digest_render import render, write
 from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy
+from . import browser
+from .conftest import REPO, run_cli, sample_copy
 from .markdown_check import rendered_actions
 
+ARTIFACTS = REPO / "tests" / "artifacts"
 WEEK = Week.parse("2026-W47")  # 16–22 Nov: the sample's own timestamps, whatever today is
 
 
@@ -160,3 +162,18 @@ def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Wareh
 def test_write_names_the_files_by_week(warehouse: Warehouse, tmp_path: Path) -> None:
     paths = write(build(warehouse, WEEK), tmp_path, ("md",))
     assert [p.name for p in paths] == [f"digest-{WEEK}.md"]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_html_fits_a_desktop_and_a_phone_in_chromium(warehouse: Warehouse, width: int) -> None:
+    """Rendered by Debian's headless Chromium; the screenshots stay in tests/artifacts/."""
+    digest = build(warehouse, WEEK)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = ARTIFACTS / f"digest-{WEEK}.html"
+    page.write_text(render(digest, "html"), encoding="utf-8")
+    layout = browser.render(page, width, screenshot=ARTIFACTS / f"digest-{WEEK}-{width}px.png")
+    assert layout.overflowing[:5] == [] and layout.document_width == width
+    charts = len(digest.top_problems) + len(digest.new) + len(digest.rising) + len(digest.regressions) + 2
+    assert layout.svg_count == charts
+    assert layout.remote_resources == [] and layout.scripts == 0
+    assert browser.png_size(ARTIFACTS / f"digest-{WEEK}-{width}px.png")[0] == width

