@@ -26,11 +26,17 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipeline_speed import Synth  # noqa: E402
+from pipeline_speed import Synth
 
-from feedback_insights.config import Config, FileDropConfig, FlowsConfig, PrivacyConfig, WarehouseConfig  # noqa: E402
-from feedback_insights.ingest import ingest  # noqa: E402
-from feedback_insights.warehouse import Warehouse  # noqa: E402
+from feedback_insights.config import (
+    Config,
+    FileDropConfig,
+    FlowsConfig,
+    PrivacyConfig,
+    WarehouseConfig,
+)
+from feedback_insights.ingest import ingest
+from feedback_insights.warehouse import Warehouse
 
 
 def write_config(config: Config, folder: Path) -> Path:
@@ -79,7 +85,7 @@ def main(n: int, workers: int) -> None:
             start = time.perf_counter()
             insights_flow(config=str(write_config(config, folder)))
             rows.append((runner, time.perf_counter() - start, *outcome(config.warehouse.path)))
-    (local, local_s, local_clusters, local_drafts), (_, dask_s, dask_clusters, dask_drafts) = rows
+    (_, local_s, local_clusters, local_drafts), (_, dask_s, dask_clusters, dask_drafts) = rows
     table = Table(title=f"insights flow on {n:,} records")
     for column in ("task runner", "seconds", "clusters", "drafts"):
         table.add_column(column)

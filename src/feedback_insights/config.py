@@ -41,6 +41,14 @@ class ConfigError(ValueError):
     """A configuration file that cannot be used; the message names the file and key."""
 
 
+def secret(variable: str, where: str, what: str) -> str:
+    """A secret from the environment, or a ConfigError saying which variable to set."""
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"{where}: set {variable} to {what}")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -110,12 +118,7 @@ class DigestConfig(_Strict):
     webhook_env: str | None = Field(None, description="environment variable holding a chat webhook URL")
 
     def webhook(self) -> str | None:
-        if self.webhook_env is None:
-            return None
-        value = os.environ.get(self.webhook_env)
-        if not value:
-            raise ConfigError(f"digest.webhook_env: set {self.webhook_env} to the webhook URL")
-        return value
+        return secret(self.webhook_env, "digest.webhook_env", "the webhook URL") if self.webhook_env else None
 
 
 #: A GitHub label name (GitHub allows 1–50 characters).
@@ -211,12 +214,7 @@ class LLMConfig(_Strict):
     json_mode: bool = Field(True, description="send response_format json_object")
 
     def key(self) -> str | None:
-        if self.key_env is None:
-            return None
-        value = os.environ.get(self.key_env)
-        if not value:
-            raise ConfigError(f"llm.key_env: set {self.key_env} to the LLM endpoint's API key")
-        return value
+        return secret(self.key_env, "llm.key_env", "the LLM endpoint's API key") if self.key_env else None
 
 
 KnownStatus = Literal["planned", "in_progress"]
@@ -255,10 +253,7 @@ class GitHubConfig(_Strict):
         return self.repos.get(service or "", self.default_repo)
 
     def token(self) -> str:
-        value = os.environ.get(self.token_env)
-        if not value:
-            raise ConfigError(f"github.token_env: set {self.token_env} to a GitHub token that may write issues")
-        return value
+        return secret(self.token_env, "github.token_env", "a GitHub token that may write issues")
 
 
 def _check_repo(value: str, where: str) -> str:
@@ -333,10 +328,7 @@ class HttpCollectorConfig(_SourceBase):
     known_issues: bool = Field(True, description="PUT known issues back to this collector")
 
     def key(self) -> str:
-        value = os.environ.get(self.key_env)
-        if not value:
-            raise ConfigError(f"source {self.name!r}: set {self.key_env} to this collector's pipeline key")
-        return value
+        return secret(self.key_env, f"source {self.name!r}", "this collector's pipeline key")
 
 
 SourceConfig = Annotated[FileDropConfig | SqlTableConfig | HttpCollectorConfig, Field(discriminator="kind")]

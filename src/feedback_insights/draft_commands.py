@@ -190,16 +190,6 @@ def draft_preview(
     sys.stdout.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _collector_clients(cfg) -> dict:
-    from .collector.client import CollectorClient
-
-    return {
-        s.name: CollectorClient(s.url, s.key(), retries=s.retries)
-        for s in cfg.sources
-        if getattr(s, "kind", None) == "http" and s.known_issues
-    }
-
-
 @app.command()
 def publish(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be filed; change nothing.")] = False,
@@ -207,21 +197,10 @@ def publish(
 ) -> None:
     """File approved drafts on GitHub (exactly once), read issue state back, send known_issue
     updates to collectors and mark filed in-session rows."""
-    from .github_issues import IssueTracker
-    from .publish import publish as run_publish
-    from .warehouse import Warehouse
+    from .publish import publish_configured
 
-    cfg = _config(config)
-    tracker = None if dry_run else IssueTracker(cfg.github, cfg.github.token())
-    clients = {} if dry_run else _collector_clients(cfg)
-    try:
-        with Warehouse(cfg.warehouse.path) as warehouse, err.status("publishing"):
-            run = run_publish(cfg, warehouse, tracker, clients, dry_run=dry_run)
-    finally:
-        for client in clients.values():
-            client.close()
-        if tracker:
-            tracker.close()
+    with err.status("publishing"):
+        run = publish_configured(_config(config), dry_run=dry_run)
     for item in run.would_file:
         out.print(f"[bold]would file[/] draft {item['draft']} on {item['repo'] or '(no repository mapped)'}: "
                   f"{escape(item['title'])}  [labels: {escape(', '.join(item['labels']))}]", highlight=False)

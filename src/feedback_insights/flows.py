@@ -140,24 +140,9 @@ def insights_stages(cfg: Config, retries: bool = True) -> dict[str, Any]:
 
 @task(name="publish", cache_policy=NO_CACHE, **NETWORK_RETRIES)
 def publish_drafts(cfg: Config) -> str:
-    from .collector.client import CollectorClient
-    from .github_issues import IssueTracker
-    from .publish import publish
-    from .warehouse import Warehouse
+    from .publish import publish_configured
 
-    clients = {
-        s.name: CollectorClient(s.url, s.key(), retries=s.retries)
-        for s in cfg.sources
-        if getattr(s, "kind", None) == "http" and s.known_issues
-    }
-    tracker = IssueTracker(cfg.github, cfg.github.token())
-    try:
-        with Warehouse(cfg.warehouse.path) as warehouse:
-            run = publish(cfg, warehouse, tracker, clients)
-    finally:
-        tracker.close()
-        for client in clients.values():
-            client.close()
+    run = publish_configured(cfg)
     if run.errors:
         raise RuntimeError("; ".join(run.errors))
     get_run_logger().info("publish: %s", run.line())

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from .collector.client import CollectorClient, CollectorError
-from .config import Config
+from .config import Config, HttpCollectorConfig
 from .warehouse import Warehouse, now_utc
 
 #: Fingerprints need this many key terms: one word alone would match unrelated reports.
@@ -69,7 +69,7 @@ def fingerprints(filed: dict[str, Any]) -> list[dict[str, Any]]:
 def payloads(config: Config, warehouse: Warehouse) -> list[tuple[int, str, dict[str, Any], dict[str, Any]]]:
     """``(draft id, collector name, known_issue, match)`` for every filed cluster and every
     configured HTTP collector that supplied some of its records."""
-    receiving = {s.name for s in config.sources if getattr(s, "kind", None) == "http" and s.known_issues}
+    receiving = {s.name for s in config.sources if isinstance(s, HttpCollectorConfig) and s.known_issues}
     out = []
     for filed in warehouse.con.sql(_FILED).pl().iter_rows(named=True):
         issue = known_issue(filed, config.github.known_issue_prefix)

@@ -7,11 +7,12 @@ re-sent only when it changed, and write-back only touches rows not yet filed.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from .collector.client import CollectorClient
-from .config import Config
+from .config import Config, HttpCollectorConfig
 from .drafts import PIPELINE_ACTOR, record_action
 from .github_issues import GitHubError, IssueState, IssueTracker
 from .known_issues import Deliveries, deliver
@@ -86,6 +87,21 @@ def publish(
     run.written_back = written.updated
     run.errors.extend(written.errors)
     return run
+
+
+def publish_configured(config: Config, dry_run: bool = False) -> PublishRun:
+    """:func:`publish` with the GitHub tracker and collector clients the configuration names."""
+    with ExitStack() as stack:
+        tracker = None
+        clients: dict[str, CollectorClient] = {}
+        if not dry_run:
+            tracker = IssueTracker(config.github, config.github.token())
+            stack.callback(tracker.close)
+            for source in config.sources:
+                if isinstance(source, HttpCollectorConfig) and source.known_issues:
+                    clients[source.name] = stack.enter_context(CollectorClient(source.url, source.key(), retries=source.retries))
+        warehouse = stack.enter_context(Warehouse(config.warehouse.path))
+        return publish(config, warehouse, tracker, clients, dry_run=dry_run)
 
 
 def _file(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], run: PublishRun) -> None:
