@@ -16,7 +16,7 @@ import pytest
 
 from feedback_insights.config import embedded_default
 from feedback_insights.digest import SPARK_WEEKS, Week, build
-from feedback_insights.digest_render import render, write
+from feedback_insights.digest_render import chat_text, render, write
 from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 
@@ -118,6 +118,12 @@ def test_the_html_is_self_contained_and_report_text_stays_text(warehouse: Wareho
     assert not [a for _, a in parser.tags for k, v in a.items() if k in ("src", "href") and v and v.startswith(("http", "//")) and "github" not in v]
 
 
+def test_chat_text_is_inert_in_slack_too() -> None:
+    text = chat_text("a \\<!channel\\> @&#8203;here & <https://evil.example|click>")
+    assert "<" not in text and ">" not in text and "&#8203;" not in text
+    assert text == "a \\&lt;!channel\\&gt; @\u200bhere &amp; &lt;https://evil.example|click&gt;"
+
+
 def test_the_markdown_quotes_agents_inert(warehouse: Warehouse) -> None:
     digest = build(warehouse, WEEK)
     digest.praise[0]["quote"] = "Love it! cc @octocat, closes #1, see https://evil.example ![x](https://evil.example/x.png)"
@@ -154,7 +160,7 @@ def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Wareh
         server.shutdown()
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / f"digest-{WEEK}.html").is_file() and (tmp_path / "out" / f"digest-{WEEK}.md").is_file()
-    assert received == [{"text": (tmp_path / "out" / f"digest-{WEEK}.md").read_text()}]
+    assert received == [{"text": chat_text((tmp_path / "out" / f"digest-{WEEK}.md").read_text())}]
     bad = run_cli("digest", "--week", "2026-48", cwd=tmp_path)
     assert bad.returncode == 2 and "--week: expected an ISO week like 2026-W48" in bad.stderr
 
@@ -177,3 +183,27 @@ def test_the_html_fits_a_desktop_and_a_phone_in_chromium(warehouse: Warehouse, w
     assert layout.svg_count == charts
     assert layout.remote_resources == [] and layout.scripts == 0
     assert browser.png_size(ARTIFACTS / f"digest-{WEEK}-{width}px.png")[0] == width
+
+
+def test_a_week_is_monday_midnight_to_monday_midnight(warehouse: Warehouse) -> None:
+    """A report at the week's first instant is in it; one at the next Monday's is not."""
+    before = {p["cluster_id"]: p for p in build(warehouse, WEEK).top_problems}
+    cluster_id, row = next(iter(before.items()))
+    collector, record = warehouse.con.execute(
+        "SELECT collector, id FROM cluster_members WHERE cluster_id = ? LIMIT 1", [cluster_id]
+    ).fetchall()[0]
+    for i, moment in enumerate((WEEK.start, WEEK.end)):
+        warehouse.con.execute(
+            """INSERT INTO records SELECT * REPLACE (? AS id, ? AS account, ? AS received_at) FROM records
+               WHERE collector = ? AND id = ?""",
+            [f"edge-{i}", f"acct_edge_{i}", moment, collector, record],
+        )
+        warehouse.con.execute("INSERT INTO cluster_members VALUES ('reports', ?, ?, NULL, ?, 'nearest', now())",
+                              [collector, f"edge-{i}", cluster_id])
+    try:
+        after = {p["cluster_id"]: p for p in build(warehouse, WEEK).top_problems}
+        assert after[cluster_id]["accounts_this_week"] == row["accounts_this_week"] + 1
+        assert after[cluster_id]["spark"][-1] == row["spark"][-1] + 1
+    finally:
+        warehouse.con.execute("DELETE FROM cluster_members WHERE id LIKE 'edge-%'")
+        warehouse.con.execute("DELETE FROM records WHERE id LIKE 'edge-%'")

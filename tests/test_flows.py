@@ -142,3 +142,21 @@ def _write_config(config: Config, folder: Path) -> Path:
     path = folder / "feedback-insights.toml"
     path.write_bytes(tomli_w.dumps(data).encode())
     return path
+
+
+def test_flows_on_one_warehouse_take_turns(tmp_path: Path) -> None:
+    """DuckDB has one writer: a second flow waits for the first instead of failing."""
+    from feedback_insights.warehouse import exclusive
+
+    warehouse = tmp_path / "feedback.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom feedback_insights.warehouse import exclusive\n"
+         f"with exclusive(Path({str(warehouse)!r})):\n    print('held', flush=True)\n    time.sleep(2)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    with exclusive(warehouse):
+        waited = time.monotonic() - start
+    holder.wait(timeout=10)
+    assert waited > 1.0

@@ -1,8 +1,8 @@
 """The weekly digest's content: one ISO week of the warehouse, in DuckDB SQL.
 
 Product managers read it to see what agents hit, what is new or rising, what got fixed and
-what agents rely on. Demand figures are computed as of the end of the week, so the digest of a
-past week reads the same whenever it is rendered. Only scrubbed text is quoted (the warehouse
+what agents rely on. Demand figures are computed as of the end of the week, so a past week's
+figures stay the same whenever it is rendered (issue links and statuses are today's). Only scrubbed text is quoted (the warehouse
 holds nothing else) and accounts appear as counts, never as ids.
 """
 
@@ -151,7 +151,8 @@ def _rows(warehouse: Warehouse, sql: str, params: dict[str, Any]) -> list[dict[s
 def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float) -> pl.DataFrame:
     """Live clusters of ``view`` with demand as of the week's end, an 8-week sparkline of
     distinct accounts and their representative report's words."""
-    figures = demand(warehouse, as_of=week.end, view=view, half_life_days=half_life_days)
+    # demand() counts received_at <= as_of; the week is [start, end).
+    figures = demand(warehouse, as_of=week.end - timedelta(microseconds=1), view=view, half_life_days=half_life_days)
     if figures.is_empty():
         return figures
     weekly = warehouse.con.sql(_WEEKLY_ACCOUNTS, params={"view": view, "start": week.start, "end": week.end}).pl()

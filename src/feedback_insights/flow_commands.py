@@ -9,8 +9,12 @@ from pathlib import Path
 from .cli import ConfigOption, _config, app, out
 
 
-def _prefect_defaults() -> None:
+def _prefect_home(cfg) -> Path:
+    """Prefect's state beside the warehouse (unless PREFECT_HOME says otherwise): a home
+    directory that is not writable, or another Prefect's database there, is no concern."""
+    home = Path(os.environ.setdefault("PREFECT_HOME", str(cfg.warehouse.path.resolve().parent / ".prefect")))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    return home
 
 
 @app.command()
@@ -18,7 +22,7 @@ def run(config: ConfigOption = None) -> None:
     """Run the pipeline once: the ingest, insights, publish (when a GitHub repository is
     configured) and weekly-digest flows, in order; by default on the embedded sample."""
     cfg = _config(config)
-    _prefect_defaults()
+    _prefect_home(cfg)
     from .flows import FLOWS
     from .review import list_drafts
     from .warehouse import Warehouse
@@ -51,17 +55,17 @@ def serve(config: ConfigOption = None) -> None:
     .prefect beside the warehouse) and stopped afterwards; schedules are left active."""
     cfg = _config(config)
     cfg.check_secrets(bool(cfg.github.repos or cfg.github.default_repo))
-    _prefect_defaults()
+    home = _prefect_home(cfg)
     path = str(Path(config).resolve()) if config else None
-    if os.environ.get("PREFECT_API_URL"):
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():  # the environment's or the active Prefect profile's
         _serve(cfg, path)
         return
-    from .prefect_server import local_server
+    from .prefect_server import local_server, stop_on_signals
 
-    home = cfg.warehouse.path.resolve().parent / ".prefect"
-    with local_server(home) as api_url:
+    with stop_on_signals(), local_server(home) as api_url:
         os.environ["PREFECT_API_URL"] = api_url
-        os.environ["PREFECT_HOME"] = str(home)
         out.print(f"Prefect server: {api_url.removesuffix('/api')} (PREFECT_HOME {home})", highlight=False)
         _serve(cfg, path)
 

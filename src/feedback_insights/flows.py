@@ -23,6 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.schedules import Cron, Interval, Schedule
 
 from .config import Config, ConfigError, FlowsConfig, load
+from .warehouse import exclusive
 
 #: Flow name → the [flows] setting that schedules it.
 SCHEDULE_SETTING = {"ingest": "ingest", "insights": "insights", "publish": "publish", "weekly-digest": "weekly_digest"}
@@ -61,7 +62,9 @@ def pull_sources(cfg: Config) -> dict[str, Any]:
 
 @flow(name="ingest")
 def ingest_flow(config: str | None = None, retries: bool = True) -> dict[str, Any]:
-    return _retrying(pull_sources, retries)(_config(config))
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return _retrying(pull_sources, retries)(cfg)
 
 
 @task(name="signals", cache_policy=NO_CACHE)
@@ -128,11 +131,15 @@ def insights_flow(config: str | None = None, retries: bool = True) -> dict[str, 
     """Reads the configuration, then runs the stages as a subflow on the configured task
     runner: a deployment loads this flow by name, so the runner cannot be fixed in advance."""
     cfg = _config(config)
-    return insights_stages.with_options(task_runner=task_runner(cfg.flows))(cfg, retries)
+    with exclusive(cfg.warehouse.path):
+        return insights_stages.with_options(task_runner=task_runner(cfg.flows))(config, retries)
 
 
 @flow(name="insights-stages")
-def insights_stages(cfg: Config, retries: bool = True) -> dict[str, Any]:
+def insights_stages(config: str | None = None, retries: bool = True) -> dict[str, Any]:
+    """Takes the configuration's path, not the configuration: flow parameters are stored by
+    the Prefect API, and the configuration holds account names and secrets."""
+    cfg = _config(config)
     scored = score(cfg)
     clustered = cluster(cfg)
     return {"signals": scored, **clustered, "drafts": _retrying(draft, retries)(cfg)}
@@ -151,7 +158,9 @@ def publish_drafts(cfg: Config) -> str:
 
 @flow(name="publish")
 def publish_flow(config: str | None = None, retries: bool = True) -> str:
-    return _retrying(publish_drafts, retries)(_config(config))
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return _retrying(publish_drafts, retries)(cfg)
 
 
 @task(name="write digest", cache_policy=NO_CACHE, **NETWORK_RETRIES)
@@ -165,7 +174,9 @@ def write_digest(cfg: Config, week: str | None) -> list[str]:
 
 @flow(name="weekly-digest")
 def digest_flow(config: str | None = None, week: str | None = None, retries: bool = True) -> list[str]:
-    return _retrying(write_digest, retries)(_config(config), week)
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return _retrying(write_digest, retries)(cfg, week)
 
 
 def task_runner(settings: FlowsConfig):
@@ -174,7 +185,8 @@ def task_runner(settings: FlowsConfig):
     if settings.task_runner == "local":
         from prefect.task_runners import ThreadPoolTaskRunner
 
-        return ThreadPoolTaskRunner()
+        # One shard at a time: each embedding shard already uses every core through torch.
+        return ThreadPoolTaskRunner(max_workers=1)
     from prefect_dask import DaskTaskRunner
 
     if settings.dask_address:

@@ -55,6 +55,24 @@ def local_server(home: Path, port: int | None = None) -> Iterator[str]:
         log.close()
 
 
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) end the block like Ctrl-C does, so the server is
+    stopped on the way out (Prefect's runner, once started, handles SIGTERM itself)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _wait_until_healthy(child: subprocess.Popen, url: str, log: Path) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:

@@ -89,6 +89,22 @@ class BatchCounts:
         self.quarantined += other.quarantined
 
 
+@contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Wait until no other process of ours is working on this warehouse, then hold it.
+
+    DuckDB lets one process write a file; flows that ``serve`` starts at the same minute
+    (ingest and insights at :00) would otherwise fail on its lock instead of taking turns.
+    """
+    import fcntl
+
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def now_utc() -> datetime:
     return datetime.now(UTC)
 
@@ -108,11 +124,18 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 class Warehouse:
     """A connection to the warehouse file, migrated on open."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, read_only: bool = False) -> None:
+        """``read_only``: for readers (a notebook) that must not hold the one writer's lock;
+        the file must exist and be migrated already."""
         self.path = Path(path)
-        if str(path) != ":memory:":
+        if str(path) != ":memory:" and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(path))
+        self.con = duckdb.connect(str(path), read_only=read_only)
+        # Weeks and days are cut in UTC whatever the host's time zone (date_trunc on a
+        # TIMESTAMPTZ follows the session's zone).
+        self.con.execute("SET TimeZone = 'UTC'")
+        if read_only:
+            return
         # DuckDB checkpoints (compresses and rewrites) every 16 MB of WAL by default, which
         # during a bulk ingest means many small rewrites. The WAL is durable on its own, so
         # checkpoint once per run instead (see :meth:`checkpoint`).
