@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 import yaml
 
@@ -116,6 +117,14 @@ def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
     port = output.split("Prefect server: http://127.0.0.1:")[1].split()[0]
     leftover = subprocess.run(["pgrep", "-f", f"prefect server start --host 127.0.0.1 --port {port}"], capture_output=True, check=False)
     assert leftover.returncode == 1, "the Prefect server outlived serve"
+    # The schedules were left active: the next serve (or a server started on that home) fires them.
+    from feedback_insights.prefect_server import local_server
+
+    with local_server(tmp_path / ".prefect") as api:
+        deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=30).json()
+    assert sorted(d["name"] for d in deployments) == ["ingest", "insights", "publish", "weekly-digest"]
+    assert not any(d["paused"] for d in deployments)
+    assert all(schedule["active"] for d in deployments for schedule in d["schedules"])
 
 
 def _wait_for_ingest_runs(warehouse: Path, serve: subprocess.Popen, timeout: float) -> int:
@@ -150,8 +159,10 @@ def test_flows_on_one_warehouse_take_turns(tmp_path: Path) -> None:
 
     warehouse = tmp_path / "feedback.duckdb"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom feedback_insights.warehouse import exclusive\n"
-         f"with exclusive(Path({str(warehouse)!r})):\n    print('held', flush=True)\n    time.sleep(2)\n"],
+        [sys.executable, "-c", (
+            "import time\nfrom pathlib import Path\nfrom feedback_insights.warehouse import exclusive\n"
+            f"with exclusive(Path({str(warehouse)!r})):\n    print('held', flush=True)\n    time.sleep(2)\n"
+        )],
         stdout=subprocess.PIPE, text=True,
     )
     assert holder.stdout.readline().strip() == "held"
