@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 
-from feedback_insights.clustering import ClusterSettings, cluster, place, unit
+from feedback_insights.clustering import ClusterSettings, cluster, nearest_neighbours, place, unit
 
 
 def _groups(sizes: list[int], spread: float, seed: int = 0, dims: int = 384) -> tuple[np.ndarray, np.ndarray]:
@@ -70,3 +74,36 @@ def test_a_new_cluster_must_hold_something_new() -> None:
     one_new = place(leftovers, np.empty((0, 384), np.float32), np.empty(0, np.int64),
                     fresh=np.array([False, False, False, True]))
     assert one_new.new_count == 1 and (one_new.new == 0).all()
+
+
+_CLUSTER_WITH_TWINS = """
+import sys, numpy as np
+from feedback_insights.clustering import ClusterSettings, cluster
+rng = np.random.default_rng(7)
+centres = rng.normal(size=(20, 384))
+base = centres[rng.integers(0, 20, 300)] + rng.normal(scale=0.8, size=(300, 384))
+weights = 1 / np.arange(1, 301) ** 1.1
+vectors = np.vstack([base, base[rng.choice(300, 200, p=weights / weights.sum())]])  # exact repeats
+vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+sys.stdout.write(",".join(map(str, cluster(vectors, ClusterSettings()))))
+"""
+
+
+def test_repeated_reports_cluster_the_same_whatever_the_thread_count() -> None:
+    """Exact repeats tie in the kNN search, and how ``topk`` breaks a tie depends on how the
+    matrix product was split across threads: a one-thread Dask worker clustered the same
+    vectors differently (177 of 500 labels, before the fix)."""
+    runs = []
+    for threads in ("2", "1"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        done = subprocess.run([sys.executable, "-c", _CLUSTER_WITH_TWINS], env=env, capture_output=True, text=True, check=True)
+        runs.append(done.stdout)
+    assert runs[0] == runs[1] and runs[0].count("-1") < 400
+
+
+def test_a_repeated_row_lists_its_twins_first() -> None:
+    vectors = unit(np.random.default_rng(3).normal(size=(30, 16)).astype(np.float32))
+    vectors = np.vstack([vectors, vectors[[4, 4, 9]]])  # rows 30 and 31 repeat row 4, 32 repeats 9
+    indices, sims = nearest_neighbours(vectors, 3)
+    assert set(indices[4, :2]) == {30, 31} and list(sims[4, :2]) == [1.0, 1.0]
+    assert indices[32, 0] == 9 and indices[9, 0] == 32

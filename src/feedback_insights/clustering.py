@@ -125,7 +125,9 @@ def cluster_centred(vectors: np.ndarray, settings: ClusterSettings, outsiders: n
         return _pair_up(vectors, np.full(n, -1, dtype=np.int64), settings)
     # Small sets get fewer neighbours: with k close to n every point shares every neighbour.
     k = min(settings.neighbours, max(2, round(np.sqrt(n))))
-    neighbours, _ = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k)
+    # Identical rows are found before the projection, which may round them apart.
+    _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    neighbours, _ = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k, twins=twins)
     distances = _snn_distances(neighbours)
     fragments = _hdbscan(distances, settings, n, single=False)
     if (fragments >= 0).sum() == 0:  # nothing splits: the whole set may be one problem; the gates judge it
@@ -197,10 +199,45 @@ def assign(vectors: np.ndarray, members: np.ndarray, labels: np.ndarray, setting
     return out
 
 
-def nearest_neighbours(vectors: np.ndarray, k: int, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+def nearest_neighbours(
+    vectors: np.ndarray, k: int, block: int = 4096, twins: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine k-nearest neighbours (self excluded) of unit vectors: indices and similarities.
 
-    Blocked matrix products with ``torch.topk`` (numpy's argpartition was twice the whole
+    Identical rows (the same text, reported again) tie exactly, and which of them ``topk``
+    returns depends on how the matrix product was split across threads: a Dask worker with one
+    thread would cluster differently from the flow's process. So identical rows are found
+    first (``twins``: a group id per row, when the caller knows them from before a projection
+    that may round them apart) and take each other, in row order, as their nearest neighbours;
+    the rest come from the neighbours of one row per group."""
+    if twins is None:
+        _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    twins = np.asarray(twins).ravel()
+    sizes = np.bincount(twins)
+    if sizes.max() == 1:
+        return _topk(vectors, k, block)
+    _, firsts = np.unique(twins, return_index=True)
+    rows_of = np.split(np.argsort(twins, kind="stable"), np.cumsum(sizes)[:-1])
+    if len(firsts) > 1:
+        group_neighbours, group_sims = _topk(vectors[firsts], min(k, len(firsts) - 1), block)
+    else:
+        group_neighbours, group_sims = np.empty((1, 0), np.int64), np.empty((1, 0), np.float32)
+    n = len(vectors)
+    indices = np.empty((n, k), dtype=np.int64)
+    sims = np.empty((n, k), dtype=np.float32)
+    for row, group in enumerate(twins):
+        own = rows_of[group][rows_of[group] != row]
+        found = np.concatenate([own, *(rows_of[g] for g in group_neighbours[group])])[:k]
+        scores = np.concatenate([np.ones(len(own), np.float32), *(
+            np.full(sizes[g], s, np.float32) for g, s in zip(group_neighbours[group], group_sims[group], strict=True)
+        )])[:k]
+        indices[row, : len(found)], sims[row, : len(found)] = found, scores
+        indices[row, len(found) :], sims[row, len(found) :] = found[-1], scores[-1]  # fewer than k others exist
+    return indices, sims
+
+
+def _topk(vectors: np.ndarray, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Blocked matrix products with ``torch.topk`` (numpy's argpartition was twice the whole
     clustering time at 50k points)."""
     import torch
 

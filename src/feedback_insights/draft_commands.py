@@ -64,13 +64,13 @@ def drafts_list(
 
     rows = _review(lambda w: list_drafts(w, status).to_dicts(), _config(config))
     table = Table(title=f"{len(rows)} drafts")
-    for name in ("id", "cluster", "service", "status", "accounts", "reports", "by", "title / issue"):
-        table.add_column(name, overflow="fold")
+    for name, justify in (("id", "right"), ("status", "left"), ("accounts", "right"), ("reports", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    table.add_column("title / issue", overflow="fold", ratio=1)
     for r in rows:
         status_text = r["status"] + (f" ({r['known_status']})" if r["known_status"] else "") + (" · edited" if r["edited"] else "")
-        title = r["title"] + (f"\n{r['issue_url']}" if r["issue_url"] else "")
-        cells = (r["id"], r["cluster_id"], r["service"], status_text, r["accounts"], r["reports"], r["drafted_by"], title)
-        table.add_row(*(escape(str(c)) for c in cells))
+        title = r["title"] + (f"\n{r['issue_url']}" if r["issue_url"] else "") + (" (LLM)" if r["drafted_by"] == "llm" else "")
+        table.add_row(*(escape(str(c)) for c in (r["id"], status_text, r["accounts"], r["reports"], title)))
     out.print(table)
 
 
