@@ -144,6 +144,7 @@ class GitHubFake:
                 ("GET", rf"{repo}/issues/(\d+)", self._get_issue),
                 ("PATCH", rf"{repo}/issues/(\d+)", self._edit_issue),
                 ("POST", rf"{repo}/issues/(\d+)/comments", self._create_comment),
+                ("GET", rf"{repo}/issues/(\d+)/comments", self._list_comments),
                 ("GET", rf"{repo}/labels", self._list_labels),
                 ("POST", rf"{repo}/labels", self._create_label),
                 ("GET", rf"{repo}/labels/([^/]+)", self._get_label),
@@ -160,6 +161,10 @@ class GitHubFake:
         with self._lock:
             repo = self._repos[full_name]
             return [self._issue_json(repo, repo.issues[n]) for n in sorted(repo.issues)]
+
+    def comments(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(c) for c in self._repos[full_name].issues[number].comments]
 
     def labels(self, full_name: str) -> dict[str, dict[str, Any]]:
         with self._lock:
@@ -319,6 +324,9 @@ class GitHubFake:
         issue.updated_at = _now()
         repo.issues[issue.number] = issue
         return _reply(200, self._issue_json(repo, issue))
+
+    def _list_comments(self, request: _Request, full_name: str, number: str) -> _Reply:
+        return self._page(request, list(_issue(self._repo(full_name), number).comments))
 
     def _create_comment(self, request: _Request, full_name: str, number: str) -> _Reply:
         repo = self._repo(full_name)

@@ -18,7 +18,8 @@ from cmarkgfm.cmark import Options
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-MARKER = re.compile(r"<!-- feedback-insights:cluster=\d+ -->\n?")
+#: Our own hidden markers: an issue's cluster, a demand update's cluster and accounts.
+MARKER = re.compile(r"<!-- feedback-insights:(?:cluster=\d+|update=\d+:\d+) -->\n?")
 #: The structure issue_body.md.j2 writes outside quotes (a bullet list under "Affected" too).
 TEMPLATE_HEADINGS = ("What agents reported", "Demand", "Affected", "Representative reports", "Suggested by agents", "Evidence")
 TEMPLATE_TABLES = 2
@@ -107,7 +108,7 @@ def rendered_actions(
     html.feed(cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE))
     found = [f"<{tag}> {attrs}" for tag, attrs in html.tags if tag not in _TAGS | set(extra_tags)]
     found += [f"link {attrs.get('href')}" for tag, attrs in html.tags if tag == "a" and not allowed_link(str(attrs.get("href")))]
-    found += [f"comment {c!r}" for c in html.comments if not re.fullmatch(r" feedback-insights:cluster=\d+ ", c)]
+    found += [f"comment {c!r}" for c in html.comments if not MARKER.fullmatch(f"<!--{c}-->")]
     for chunk in html.text:
         found.extend(f"{name} in {chunk[:60]!r}" for name, rx in _ACTIONS.items() if rx.search(chunk))
     return found

@@ -339,3 +339,24 @@ def test_an_approved_draft_whose_cluster_was_merged_is_not_filed(github: GitHubF
         run = publish(config, wh, _tracker(config), {})
     assert len(run.skipped) == 1 and f"was merged into {second[0]}" in run.skipped[0]
     assert len(run.filed) == 2
+
+
+def test_a_filed_cluster_that_grows_gets_one_demand_update_comment(github: GitHubFake, drafted: Path) -> None:
+    from .test_drafts import _grow
+
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        publish(config, wh, _tracker(config), {})
+        draft = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' ORDER BY id LIMIT 1").pl().to_dicts()[0]
+        _grow(wh, draft["cluster_id"], draft["accounts"])  # twice the accounts
+        github.fail("POST", r"/repos/[^/]+/[^/]+/issues/\d+/comments", "timeout_after_effect", delay=1.5)
+        lost = publish(config, wh, _tracker(config), {})
+        assert lost.updates == [] and len(lost.errors) == 1 and "may not have been posted" in lost.errors[0]
+        again = publish(config, wh, _tracker(config), {})  # finds the comment the lost answer made
+        assert again.updates == [(draft["id"], draft["accounts"] * 2)] and again.errors == []
+        assert publish(config, wh, _tracker(config), {}).updates == []
+        assert get_draft(wh, draft["id"])["accounts"] == draft["accounts"] * 2
+    [comment] = github.comments(draft["repo"], draft["issue_number"])
+    assert f"agents from **{draft['accounts'] * 2} accounts** have now reported this ({draft['accounts']} when it was drafted)" in comment["body"]
+    assert comment["body"].startswith(f"<!-- feedback-insights:update={draft['cluster_id']}:{draft['accounts'] * 2} -->")
+    assert active_elements(comment["body"]) == []

@@ -4,8 +4,8 @@ A problem cluster (reports view, status open) is drafted when it has at least
 ``drafts.min_accounts`` distinct accounts, or ``drafts.min_accounts_blocking`` when one of its
 reports is blocking. A cluster never gets a second draft: when it grows materially (its
 accounts grow by ``refresh_growth``, or its first blocking report arrives) a pending draft that
-no maintainer has edited is redrafted in place; drafts already approved, rejected, edited or
-filed keep their text.
+no maintainer has edited is redrafted in place; drafts already approved, rejected or edited
+keep their text, and a filed issue gets a demand-update comment instead (``publish``).
 """
 
 from __future__ import annotations

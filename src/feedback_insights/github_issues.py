@@ -157,6 +157,22 @@ class IssueTracker:
                 self.sleep(wait)
         raise GitHubError(f"{repo_name}: could not file cluster {cluster_id} after {self.config.retries + 1} tries (last: {failure})")
 
+    def comment_once(self, repo_name: str, number: int, marker: str, body: str) -> bool:
+        """Post ``body`` on the issue unless a comment already carries ``marker``; whether it
+        posted. Not retried here: a lost answer is found by the next run's look first."""
+        repo = self.repo(repo_name)
+        issue = self._call(f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
+        comments = self._call(f"comments of {repo_name}#{number}", lambda: list(issue.get_comments()))
+        if any(marker in (comment.body or "") for comment in comments):
+            return False
+        try:
+            issue.create_comment(body)
+        except GithubException as exc:
+            raise GitHubError(f"{repo_name}#{number}: GitHub refused the comment ({exc.status}): {_message(exc)}") from None
+        except requests.RequestException as exc:
+            raise GitHubError(f"{repo_name}#{number}: the comment may not have been posted: {type(exc).__name__}") from None
+        return True
+
     def state(self, repo_name: str, number: int) -> IssueState:
         repo = self.repo(repo_name)
         return _state(self._call(f"issue {repo_name}#{number}", lambda: repo.get_issue(number)))

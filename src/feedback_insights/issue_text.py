@@ -69,6 +69,20 @@ def _environment(markdown: bool = True) -> jinja2.Environment:
     return env
 
 
+def update_marker(cluster_id: int, accounts: int) -> str:
+    """Marks a demand-update comment, so that a retried run finds it instead of posting twice."""
+    return f"<!-- feedback-insights:update={cluster_id}:{accounts} -->"
+
+
+def render_update(draft: DraftInput, was: int, settings: DraftsConfig) -> str:
+    """The comment posted on a filed issue when its cluster grew materially."""
+    newest = max(draft.reports, key=lambda r: r["received_at"], default=None)
+    return _environment().get_template("issue_update.md.j2").render(
+        marker=Markdown(update_marker(draft.cluster_id, draft.demand["accounts"])),
+        d=draft.demand, was=was, newest=newest, limit=settings.quote_chars,
+    )
+
+
 def marker(cluster_id: int) -> str:
     return MARKER.format(cluster_id=cluster_id)
 

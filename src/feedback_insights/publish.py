@@ -13,8 +13,11 @@ from typing import Any
 
 from .collector.client import CollectorClient
 from .config import Config, HttpCollectorConfig
-from .drafts import PIPELINE_ACTOR, record_action
+from .demand import demand
+from .draft_input import draft_input
+from .drafts import PIPELINE_ACTOR, grew_materially, record_action
 from .github_issues import GitHubError, IssueState, IssueTracker
+from .issue_text import render_update, update_marker
 from .known_issues import Deliveries, deliver
 from .warehouse import Warehouse, now_utc, transaction
 from .write_back import write_back
@@ -24,6 +27,7 @@ _CLUSTER_STATUS = {"fixed": "fixed", "wont_fix": "wont_fix"}
 
 _DRAFTS = """
 SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.known_status, c.service,
+       d.accounts, d.reports, d.blocking_reports,
        c.status AS cluster_status, c.merged_into
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
 WHERE d.status = $status ORDER BY d.id
@@ -36,6 +40,8 @@ class PublishRun:
     #: Issues that already existed for the cluster (an interrupted earlier run filed them).
     adopted: list[tuple[int, str]] = field(default_factory=list)
     status_changes: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Filed issues whose cluster grew materially: a demand-update comment was posted.
+    updates: list[tuple[int, int]] = field(default_factory=list)
     would_file: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     deliveries: Deliveries = field(default_factory=Deliveries)
@@ -47,7 +53,8 @@ class PublishRun:
             return f"dry run: would file {len(self.would_file)} issues"
         return (
             f"{len(self.filed)} filed, {len(self.adopted)} found already filed, "
-            f"{len(self.status_changes)} status changes, {self.deliveries.sent} known_issue updates sent "
+            f"{len(self.status_changes)} status changes, {len(self.updates)} demand updates, "
+            f"{self.deliveries.sent} known_issue updates sent "
             f"({self.deliveries.unchanged} unchanged), {self.written_back} rows written back"
         )
 
@@ -79,8 +86,11 @@ def publish(
             run.skipped.append(f"draft {draft['id']}: cluster {draft['cluster_id']} was {draft['cluster_status']}{where} after approval; not filed")
             continue
         _file(config, warehouse, tracker, draft, run)
+    figures = {row["cluster_id"]: row for row in demand(warehouse, half_life_days=config.demand.half_life_days).iter_rows(named=True)}
     for draft in warehouse.con.sql(_DRAFTS, params={"status": "filed"}).pl().to_dicts():
         _sync(config, warehouse, tracker, draft, run)
+        if draft["cluster_id"] in figures and grew_materially(figures[draft["cluster_id"]], draft, config.drafts):
+            _update_demand(config, warehouse, tracker, draft, figures[draft["cluster_id"]], run)
     run.deliveries = deliver(config, warehouse, collectors)
     run.errors.extend(run.deliveries.errors)
     written = write_back(config, warehouse)
@@ -143,6 +153,28 @@ def _sync(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: di
         _set_cluster_status(warehouse, draft["cluster_id"], status, state)
         record_action(warehouse, draft["id"], "status", PIPELINE_ACTOR, {"from": draft["known_status"], "to": status})
     run.status_changes.append((draft["id"], draft["known_status"], status))
+
+
+def _update_demand(
+    config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], figures: dict[str, Any], run: PublishRun
+) -> None:
+    """A comment with the new figures (the issue body may have been edited on GitHub since: it
+    is left alone); the draft then remembers the demand it last reported."""
+    inputs = draft_input(warehouse, figures)
+    body = render_update(inputs, draft["accounts"], config.drafts)
+    try:
+        tracker.comment_once(draft["repo"], draft["issue_number"], update_marker(draft["cluster_id"], figures["accounts"]), body)
+    except GitHubError as exc:
+        run.errors.append(f"draft {draft['id']}: {exc}")
+        return
+    with transaction(warehouse.con):
+        warehouse.con.execute(
+            "UPDATE drafts SET accounts = ?, reports = ?, blocking_reports = ?, updated_at = ? WHERE id = ?",
+            [figures["accounts"], figures["reports"], figures["blocking_reports"], now_utc(), draft["id"]],
+        )
+        record_action(warehouse, draft["id"], "demand update", PIPELINE_ACTOR,
+                      {"from": draft["accounts"], "to": figures["accounts"]})
+    run.updates.append((draft["id"], figures["accounts"]))
 
 
 def _set_cluster_status(warehouse: Warehouse, cluster_id: int, status: str, state: IssueState) -> None:
