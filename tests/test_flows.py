@@ -41,7 +41,7 @@ def _clusters(path: Path) -> set[frozenset[str]]:
 
 
 def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from feedback_insights.flows import FLOWS
+    from feedback_insights.flows import FLOWS as flows
     from feedback_insights.review import approve
     from feedback_insights.warehouse import Warehouse
 
@@ -54,7 +54,6 @@ def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatc
             "digest": embedded_default().digest.model_copy(update={"folder": tmp_path / "digests"}),
         })
         path = _write_config(config, tmp_path)
-        flows = FLOWS
         assert "new 439" in flows["ingest"](config=str(path))["line"]
         insights = flows["insights"](config=str(path))
         assert insights["signals"] == 439 and "28 new clusters" in insights["reports"]
@@ -70,7 +69,7 @@ def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatc
 
 
 def test_a_dask_cluster_gives_the_same_clusters(prefect, tmp_path: Path) -> None:
-    from feedback_insights.flows import FLOWS
+    from feedback_insights.flows import FLOWS as flows
 
     results = []
     for runner in ("local", "dask"):
@@ -80,7 +79,6 @@ def test_a_dask_cluster_gives_the_same_clusters(prefect, tmp_path: Path) -> None
             update={"flows": FlowsConfig(task_runner=runner, dask_workers=2, shard_size=100)}
         )
         path = _write_config(config, folder)
-        flows = FLOWS
         flows["ingest"](config=str(path))
         flows["insights"](config=str(path))
         results.append(_clusters(config.warehouse.path))
