@@ -71,10 +71,16 @@ def _environment(kind: str) -> jinja2.Environment:
 
 
 def render(digest: Digest, kind: str) -> str:
+    """The digest as HTML (its stylesheet moved into ``style`` attributes: email clients drop
+    or mangle ``<style>`` blocks) or as Markdown."""
     if kind not in FORMATS:
         raise ValueError(f"--format must be one of: {', '.join(FORMATS)} (got {kind!r})")
-    template = "digest.html.j2" if kind == "html" else "digest.md.j2"
-    return _environment(kind).get_template(template).render(d=digest)
+    if kind == "md":
+        return _environment(kind).get_template("digest.md.j2").render(d=digest)
+    import css_inline
+
+    html = _environment(kind).get_template("digest.html.j2").render(d=digest)
+    return css_inline.CSSInliner(load_remote_stylesheets=False).inline(html)
 
 
 def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS) -> list[Path]:
