@@ -7,13 +7,12 @@ and 5xx with exponential backoff that honours Retry-After. Anything else is one
 
 from __future__ import annotations
 
-import time
 from typing import Any, Self
 
 import httpx
 
 from .config import LLMConfig
-from .retrying import retry_after
+from .retrying import GaveUp, with_retries
 
 
 class LLMError(RuntimeError):
@@ -59,23 +58,16 @@ class ChatClient:
         return content
 
     def _post(self, body: dict[str, Any]) -> httpx.Response:
-        retries = self.config.retries
-        for attempt in range(retries + 1):
-            try:
-                response = self._http.post("/chat/completions", json=body)
-            except httpx.TransportError as exc:  # timeouts included
-                if attempt == retries:
-                    raise LLMError(f"the LLM endpoint failed after {attempt + 1} tries: {type(exc).__name__}") from None
-                time.sleep(self.backoff * 2**attempt)
-                continue
-            except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
-                raise LLMError(f"the LLM endpoint's answer could not be read: {type(exc).__name__}: {exc}") from None
-            if response.status_code == 429 or response.status_code >= 500:
-                if attempt == retries:
-                    raise LLMError(f"the LLM endpoint answered {response.status_code} after {attempt + 1} tries")
-                time.sleep(retry_after(response.headers.get("retry-after"), 30.0) or self.backoff * 2**attempt)
-                continue
-            if response.status_code >= 400:
-                raise LLMError(f"the LLM endpoint refused the request ({response.status_code}): {response.text[:200]}")
-            return response
-        raise AssertionError("unreachable")
+        try:
+            response = with_retries(
+                lambda: self._http.post("/chat/completions", json=body), self.config.retries, self.backoff, 30.0
+            )
+        except GaveUp as failed:
+            if failed.response is None:
+                raise LLMError(f"the LLM endpoint failed after {failed.tries} tries: {type(failed.error).__name__}") from None
+            raise LLMError(f"the LLM endpoint answered {failed.response.status_code} after {failed.tries} tries") from None
+        except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
+            raise LLMError(f"the LLM endpoint's answer could not be read: {type(exc).__name__}: {exc}") from None
+        if response.status_code >= 400:
+            raise LLMError(f"the LLM endpoint refused the request ({response.status_code}): {response.text[:200]}")
+        return response

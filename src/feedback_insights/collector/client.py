@@ -6,12 +6,11 @@ Retry-After; a wrong key or an unreachable collector becomes one clear :class:`C
 
 from __future__ import annotations
 
-import time
 from typing import Any, Self
 
 import httpx
 
-from ..retrying import retry_after
+from ..retrying import GaveUp, with_retries
 
 
 class CollectorError(RuntimeError):
@@ -53,25 +52,19 @@ class CollectorClient:
         self._request("DELETE", f"/v1/known-issues/{issue_id}", allow={404})
 
     def _request(self, method: str, path: str, allow: frozenset[int] | set[int] = frozenset(), **kwargs: Any) -> httpx.Response:
-        for attempt in range(self.retries + 1):
-            try:
-                response = self._http.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise CollectorError(f"collector {self.url} is unreachable: {exc}") from None
-                time.sleep(self.backoff * 2**attempt)
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                if attempt == self.retries:
-                    raise CollectorError(f"collector {self.url} answered {response.status_code} {path}; gave up after {attempt + 1} tries")
-                time.sleep(retry_after(response.headers.get("retry-after"), 60.0) or self.backoff * 2**attempt)
-                continue
-            if response.status_code in (401, 403):
-                raise CollectorError(f"collector {self.url} refused the key ({response.status_code}): check the pipeline key")
-            if response.status_code >= 400 and response.status_code not in allow:
-                raise CollectorError(f"collector {self.url} answered {response.status_code} to {method} {path}: {response.text[:200]}")
-            return response
-        raise AssertionError("unreachable")
+        try:
+            response = with_retries(lambda: self._http.request(method, path, **kwargs), self.retries, self.backoff, 60.0)
+        except GaveUp as failed:
+            if failed.response is None:
+                raise CollectorError(f"collector {self.url} is unreachable: {failed.error}") from None
+            raise CollectorError(
+                f"collector {self.url} answered {failed.response.status_code} {path}; gave up after {failed.tries} tries"
+            ) from None
+        if response.status_code in (401, 403):
+            raise CollectorError(f"collector {self.url} refused the key ({response.status_code}): check the pipeline key")
+        if response.status_code >= 400 and response.status_code not in allow:
+            raise CollectorError(f"collector {self.url} answered {response.status_code} to {method} {path}: {response.text[:200]}")
+        return response
 
 
 def send_known_issue(collectors: list[CollectorClient], issue: dict[str, Any], match: dict[str, Any]) -> list[str]:
