@@ -60,6 +60,25 @@ def test_what_joins_nothing_is_clustered_among_itself() -> None:
     assert placement.new_count == 1 and (placement.new == 0).all()
 
 
+def test_newcomers_cannot_turn_a_tight_cluster_into_a_loose_one() -> None:
+    """Each newcomer passes the joining rule on its own, but the 30 of them are barely alike
+    (cosine ≈ 0.34 to each other): together they would make a cluster the gate dissolves."""
+    rng = np.random.default_rng(11)
+    centre = unit(rng.normal(size=(1, 384)))
+    members = unit(centre + 0.2 * unit(rng.normal(size=(3, 384))))
+    away = unit(rng.normal(size=(30, 384)))
+    away = unit(away - (away @ centre.T) * centre)  # orthogonal to the centre
+    newcomers = unit(0.58 * centre + np.sqrt(1 - 0.58**2) * away)
+    no_centring = np.zeros(384, dtype=np.float32)
+    ids = np.full(3, 7)
+
+    alone = place(newcomers[:1], members, ids, ClusterSettings(), centre=no_centring)
+    assert list(alone.existing) == [7]
+    together = place(newcomers, members, ids, ClusterSettings(), centre=no_centring)
+    assert (together.existing == -1).all()
+    assert (together.new == -1).all()  # nor are they alike enough to make a cluster of their own
+
+
 def test_loose_groups_are_left_unclustered() -> None:
     loose, _ = _groups([6], spread=3.0, seed=9)  # members barely alike
     assert (cluster(loose) == -1).all()

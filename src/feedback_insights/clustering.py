@@ -24,7 +24,8 @@ compilation per process, so neither is used directly. The steps:
    (``separation``), is dissolved: better unclustered than merged wrongly.
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
-:func:`assign`; what is left is clustered among itself (steps 2–7). Members never move, so
+:func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it (else
+they stay out); what is left is clustered among itself (steps 2–7). Members never move, so
 cluster ids are stable by construction. Defaults and their measured effect: README, "Clusters
 and demand"; ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
 """
@@ -84,9 +85,10 @@ def place(
     if centre is None:
         centre = background(np.vstack([members, pending]))
     pending_c, members_c = _centred(pending, centre), _centred(members, centre)
-    existing = assign(pending_c, members_c, member_ids, settings) if len(members) else (
-        np.full(len(pending), -1, dtype=np.int64)
-    )
+    existing = np.full(len(pending), -1, dtype=np.int64)
+    if len(members):
+        joins = assign(pending_c, members_c, member_ids, settings)
+        existing = _gate_joins(pending_c, members_c, member_ids, joins, settings)
     rest = np.flatnonzero(existing < 0)
     # Everything already placed stays in view as outsiders, so a new cluster is judged against
     # the same neighbourhood as it would have been had everything arrived at once.
@@ -98,6 +100,29 @@ def place(
     new = np.full(len(pending), -1, dtype=np.int64)
     new[rest] = labels
     return Placement(existing=existing, new=new, new_count=int(labels.max()) + 1 if len(labels) else 0)
+
+
+def _gate_joins(
+    pending: np.ndarray, members: np.ndarray, member_ids: np.ndarray, joins: np.ndarray, settings: ClusterSettings
+) -> np.ndarray:
+    """Undo the joins to any cluster that, grown by them, would fail the gate a new cluster must
+    pass (step 7); those reports are clustered with the rest instead. Each newcomer passes the
+    joining rule on its own, yet together they can turn a tight cluster into a broad one that a
+    run over everything at once would have dissolved: in a crowded corpus (bug reports sharing a
+    template) that made incremental runs far less precise than one run over everything."""
+    joined = np.flatnonzero(joins >= 0)
+    if len(joined) == 0:
+        return joins
+    grown = np.isin(member_ids, joins[joined])
+    kept = _dissolve_loose(
+        np.vstack([members[grown], pending[joined]]),
+        np.concatenate([member_ids[grown], joins[joined]]),
+        settings,
+        outsiders=np.vstack([members[~grown], pending[joins < 0]]),
+    )
+    joins = joins.copy()
+    joins[joined] = kept[grown.sum() :]
+    return joins
 
 
 def background(vectors: np.ndarray, prior: int = 20) -> np.ndarray:
