@@ -79,6 +79,18 @@ def test_newcomers_cannot_turn_a_tight_cluster_into_a_loose_one() -> None:
     assert (together.new == -1).all()  # nor are they alike enough to make a cluster of their own
 
 
+def test_a_cluster_merged_by_a_maintainer_still_takes_reports_of_either_half() -> None:
+    """Two unalike groups under one id (``clusters merge``) fail the gate together; a report
+    close to one half still joins a curated cluster, as the joining rule alone would have it."""
+    halves, _ = _groups([4, 4], spread=0.6, seed=13)
+    newcomer = unit(halves[4:].mean(axis=0, keepdims=True) + 0.03 * np.random.default_rng(14).normal(size=(1, 384)))
+    no_centring = np.zeros(384, np.float32)
+    merged = place(newcomer, halves, np.full(8, 5), ClusterSettings(), centre=no_centring, curated=np.array([5]))
+    assert list(merged.existing) == [5]
+    uncurated = place(newcomer, halves, np.full(8, 5), ClusterSettings(), centre=no_centring)
+    assert list(uncurated.existing) == [-1]
+
+
 def test_loose_groups_are_left_unclustered() -> None:
     loose, _ = _groups([6], spread=3.0, seed=9)  # members barely alike
     assert (cluster(loose) == -1).all()

@@ -83,6 +83,23 @@ def test_merge_split_and_ignore_are_recorded_and_respected(setup, embedder) -> N
         assert wh.con.execute("SELECT status FROM clusters WHERE id = ?", [moved]).fetchall() == [("ignored",)]
 
 
+def test_a_merged_cluster_keeps_taking_reports_of_both_problems(setup, embedder) -> None:
+    """Merged, the glob and webhook reports make one cluster that is loose on purpose: a later
+    report of either problem still joins it (the gate a grown cluster must pass spares it)."""
+    config, drop = setup
+    with Warehouse(config.warehouse.path) as wh:
+        ingest(config, wh)
+        cluster_new_records(wh, embedder)
+        before = _clusters(wh)
+        merge(wh, before["g0"], before["w0"], actor="maintainer-a", reason="one root cause")
+        write_jsonl(drop / "second.jsonl", [
+            _afp("w9", "Webhook deliveries fail signature checks: the docs describe sha1, the header is sha256", "/webhooks"),
+        ])
+        ingest(config, wh)
+        cluster_new_records(wh, embedder)
+        assert _clusters(wh)["w9"] == before["g0"]
+
+
 def test_corrections_that_cannot_apply_say_why(setup, embedder) -> None:
     config, drop = setup
     write_jsonl(drop / "other.jsonl", [_afp(f"o{i}", t, "search_files", service="other-api") for i, t in enumerate(GLOB)])

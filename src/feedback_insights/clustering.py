@@ -72,13 +72,15 @@ def place(
     settings: ClusterSettings = ClusterSettings(),
     centre: np.ndarray | None = None,
     fresh: np.ndarray | None = None,
+    curated: np.ndarray | None = None,
 ) -> Placement:
     """Offer ``pending`` vectors to the clusters of ``members`` (labelled ``member_ids``), then
     cluster what joined nothing among itself. ``centre`` defaults to :func:`background` of both
     sets. ``fresh`` marks the pending vectors never seen before (default: all): a new cluster
     must hold one, because earlier left-overs that cluster only among themselves would have
     done so when they were first seen — without this rule every run would re-cut the same
-    left-overs a little differently."""
+    left-overs a little differently. ``curated`` lists the clusters a maintainer shaped (merged
+    or split): reports join them by the joining rule alone (see :func:`_gate_joins`)."""
     if len(pending) == 0:
         empty = np.empty(0, dtype=np.int64)
         return Placement(existing=empty, new=empty, new_count=0)
@@ -88,7 +90,7 @@ def place(
     existing = np.full(len(pending), -1, dtype=np.int64)
     if len(members):
         joins = assign(pending_c, members_c, member_ids, settings)
-        existing = _gate_joins(pending_c, members_c, member_ids, joins, settings)
+        existing = _gate_joins(pending_c, members_c, member_ids, joins, settings, curated)
     rest = np.flatnonzero(existing < 0)
     # Everything already placed stays in view as outsiders, so a new cluster is judged against
     # the same neighbourhood as it would have been had everything arrived at once.
@@ -103,25 +105,33 @@ def place(
 
 
 def _gate_joins(
-    pending: np.ndarray, members: np.ndarray, member_ids: np.ndarray, joins: np.ndarray, settings: ClusterSettings
+    pending: np.ndarray,
+    members: np.ndarray,
+    member_ids: np.ndarray,
+    joins: np.ndarray,
+    settings: ClusterSettings,
+    curated: np.ndarray | None = None,
 ) -> np.ndarray:
     """Undo the joins to any cluster that, grown by them, would fail the gate a new cluster must
     pass (step 7); those reports are clustered with the rest instead. Each newcomer passes the
     joining rule on its own, yet together they can turn a tight cluster into a broad one that a
     run over everything at once would have dissolved: in a crowded corpus (bug reports sharing a
-    template) that made incremental runs far less precise than one run over everything."""
+    template) that made incremental runs far less precise than one run over everything.
+    ``curated`` clusters are exempt: a maintainer who merged two unalike clusters of one problem
+    made a cluster that fails the gate on purpose, and it must keep taking that problem's reports."""
     joined = np.flatnonzero(joins >= 0)
     if len(joined) == 0:
         return joins
     grown = np.isin(member_ids, joins[joined])
-    kept = _dissolve_loose(
+    ids, loose = _loose(
         np.vstack([members[grown], pending[joined]]),
         np.concatenate([member_ids[grown], joins[joined]]),
         settings,
         outsiders=np.vstack([members[~grown], pending[joins < 0]]),
     )
+    refused = ids[loose & ~np.isin(ids, curated if curated is not None else [])]
     joins = joins.copy()
-    joins[joined] = kept[grown.sum() :]
+    joins[joined[np.isin(joins[joined], refused)]] = -1
     return joins
 
 
@@ -367,22 +377,29 @@ def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings, ro
 def _dissolve_loose(
     vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings, outsiders: np.ndarray | None = None
 ) -> np.ndarray:
-    """Dissolve clusters whose members are not alike enough: mean pairwise cosine (for unit
+    """Dissolve the clusters that :func:`_loose` finds."""
+    ids, loose = _loose(vectors, labels, settings, outsiders)
+    return np.where(np.isin(labels, ids[loose]), -1, labels)
+
+
+def _loose(
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings, outsiders: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster ids, and which of them are not alike enough: mean pairwise cosine (for unit
     vectors ``(|Σx|² − n) / (n(n − 1))``) below ``min_cohesion``, or not ``separation`` above the
     members' mean similarity to their nearest outsiders. The second test is what catches a
     loose group in a dense region (reports sharing a template), which any fixed cohesion
     threshold either lets through or, set higher, takes real clusters with it."""
     ids, sums, sizes = _sums(vectors, labels)
     if len(ids) == 0:
-        return labels
+        return ids, np.zeros(0, dtype=bool)
     cohesion = ((sums**2).sum(axis=1) - sizes) / np.maximum(sizes * (sizes - 1), 1)
     clustered = labels >= 0
     outside = np.bincount(
         np.searchsorted(ids, labels[clustered]), weights=_outside_similarity(vectors, labels, outsiders)[clustered],
         minlength=len(ids),
     ) / sizes
-    loose = (cohesion < settings.min_cohesion) | (cohesion - outside < settings.separation)
-    return np.where(np.isin(labels, ids[loose]), -1, labels)
+    return ids, (cohesion < settings.min_cohesion) | (cohesion - outside < settings.separation)
 
 
 def _outside_similarity(

@@ -66,7 +66,9 @@ ORDER BY r.received_at, r.collector, r.id
 """
 
 _MEMBERS = """
-SELECT m.cluster_id, c.service, c.polarity, e.vector
+SELECT m.cluster_id, c.service, c.polarity, e.vector,
+       EXISTS (SELECT 1 FROM cluster_actions a
+               WHERE a.action IN ('merge', 'split') AND c.id IN (a.cluster_id, a.other_id)) AS curated
 FROM cluster_members m
 JOIN clusters c ON c.id = m.cluster_id
 JOIN embeddings e ON e.model = $model AND e.text_sha256 = m.text_sha256
@@ -123,10 +125,11 @@ class _Partition:
     settings: ClusterSettings
     centre: np.ndarray
     fresh: np.ndarray
+    curated: np.ndarray
 
 
 def _place(p: _Partition) -> Placement:
-    return place(p.pending, p.members, p.member_ids, p.settings, p.centre, fresh=p.fresh)
+    return place(p.pending, p.members, p.member_ids, p.settings, p.centre, fresh=p.fresh, curated=p.curated)
 
 
 def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, map_shards, shard_size) -> None:
@@ -155,8 +158,9 @@ def _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, 
         mine = members.of(service, polarity)
         rows = part.get_column("row").to_numpy()
         parts.append((service, polarity, part))
-        shards.append(_Partition(vectors[rows], members.vectors[mine], members.cluster_ids[mine], settings, centre,
-                                 part.get_column("fresh").to_numpy()))
+        ids = members.cluster_ids[mine]
+        shards.append(_Partition(vectors[rows], members.vectors[mine], ids, settings, centre,
+                                 part.get_column("fresh").to_numpy(), np.unique(ids[members.curated[mine]])))
     placements = [(*key, placement) for key, placement in zip(parts, map_shards(_place, shards), strict=True)]
     no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
     with transaction(con):
@@ -200,11 +204,13 @@ def _store(con, view: str, placements: list, no_text: pl.DataFrame, summary: Clu
 
 @dataclass(slots=True)
 class _Members:
-    """Every clustered record of a view: vectors, cluster ids, and partition keys."""
+    """Every clustered record of a view: vectors, cluster ids, partition keys, and whether a
+    maintainer shaped the record's cluster (merged or split it)."""
 
     vectors: np.ndarray
     cluster_ids: np.ndarray
     partitions: list[tuple[str | None, str]]
+    curated: np.ndarray
 
     def of(self, service: str | None, polarity: str) -> np.ndarray:
         return np.array([p == (service, polarity) for p in self.partitions], dtype=bool)
@@ -214,7 +220,8 @@ def _members(con, model: str, view: str, dimensions: int) -> _Members:
     table = con.sql(_MEMBERS, params={"model": model, "view": view}).to_arrow_table()
     vectors = to_matrix(table.column("vector")) if table.num_rows else np.empty((0, dimensions), np.float32)
     partitions = list(zip(table.column("service").to_pylist(), table.column("polarity").to_pylist(), strict=True))
-    return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64), partitions)
+    curated = table.column("curated").to_numpy(zero_copy_only=False).astype(bool)
+    return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64), partitions, curated)
 
 
 def _new_cluster_ids(con, view: str, service: str | None, polarity: str, count: int, now) -> np.ndarray:
