@@ -30,13 +30,14 @@ only the first run pays the embedding (~3 min for the bug reports, ~15 s for cli
    rather than charged to the first set.
 
 2. Stability of incremental runs (default settings, three random splits: seeds 0, 1, 2), as
-   the pipeline runs them: a random 80 % is clustered from scratch; then the other 20 %, together with the 80 %'s
-   unclustered points (the pipeline re-offers those), go through a second ``place`` with the
-   first run's clustered points as members and the centre recomputed over all 100 % (``place``'s
-   default). Reported: "kept", the share of points clustered in run 1 that keep their id;
-   "unchanged", the share of all the 80 % whose label is unchanged (an unclustered point that
-   gains a cluster counts as changed); BCubed F1 of the combined labels (joined points take
-   the cluster's id, new clusters fresh ids) against "ours" clustering all 100 % at once.
+   the pipeline runs them: a random 80 % is clustered from scratch; then the other 20 %,
+   together with the 80 %'s unclustered points (the pipeline re-offers those), go through a
+   second ``place`` with the first run's clustered points as members and the centre
+   recomputed over all 100 % (``place``'s default). Reported: "kept", the share of points
+   clustered in run 1 that keep their id; "unchanged", the share of all the 80 % whose label
+   is unchanged (an unclustered point that gains a cluster counts as changed); BCubed F1 of
+   the combined labels (joined points take the cluster's id, new clusters fresh ids) against
+   "ours" clustering all 100 % at once.
 
 Targets, on both sets: ours (default) BCubed precision ≥ 0.85 and F1 above BERTopic's;
 ≥ 95 % of run-1 clustered points keep their id and |ΔF1| ≤ 0.03.
