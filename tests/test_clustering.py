@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from feedback_insights.clustering import ClusterSettings, cluster, nearest_neighbours, place, unit
+from feedback_insights.clustering import ClusterSettings, _around_fresh, cluster, nearest_neighbours, place, unit
 
 
 def _groups(sizes: list[int], spread: float, seed: int = 0, dims: int = 384) -> tuple[np.ndarray, np.ndarray]:
@@ -89,6 +89,19 @@ def test_a_cluster_merged_by_a_maintainer_still_takes_reports_of_either_half() -
     assert list(merged.existing) == [5]
     uncurated = place(newcomer, halves, np.full(8, 5), ClusterSettings(), centre=no_centring)
     assert list(uncurated.existing) == [-1]
+
+
+def test_only_left_overs_near_a_new_report_are_clustered_again() -> None:
+    """A new cluster must hold a new report, so of the earlier left-overs only those among a
+    new report's 2 × neighbours nearest are worth re-clustering; the others are set aside."""
+    vectors, truth = _groups([5, 10], spread=0.6, seed=17)
+    fresh = np.zeros(15, dtype=bool)
+    fresh[0] = True  # one new report in the first group, the rest are earlier left-overs
+    rest = np.arange(15)
+    clustered, aside = _around_fresh(vectors, rest, fresh, ClusterSettings(neighbours=2))
+    assert list(clustered) == [0, 1, 2, 3, 4] and list(aside) == list(range(5, 15))
+    nothing_new, all_aside = _around_fresh(vectors, rest, np.zeros(15, dtype=bool), ClusterSettings())
+    assert len(nothing_new) == 0 and list(all_aside) == list(rest)
 
 
 def test_loose_groups_are_left_unclustered() -> None:

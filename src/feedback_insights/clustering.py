@@ -25,7 +25,8 @@ compilation per process, so neither is used directly. The steps:
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
 :func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it (else
-they stay out); what is left is clustered among itself (steps 2–7). Members never move, so
+they stay out); what is left is clustered among itself (steps 2–7), together with the earlier
+left-overs near a new report (a new cluster must hold one). Members never move, so
 cluster ids are stable by construction. Defaults and their measured effect: README, "Clusters
 and demand"; ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
 """
@@ -92,9 +93,13 @@ def place(
         joins = assign(pending_c, members_c, member_ids, settings)
         existing = _gate_joins(pending_c, members_c, member_ids, joins, settings, curated)
     rest = np.flatnonzero(existing < 0)
-    # Everything already placed stays in view as outsiders, so a new cluster is judged against
-    # the same neighbourhood as it would have been had everything arrived at once.
-    outsiders = np.vstack([members_c, pending_c[existing >= 0]])
+    if fresh is not None:
+        rest, aside = _around_fresh(pending_c, rest, fresh, settings)
+    else:
+        aside = np.empty(0, dtype=np.int64)
+    # Everything already placed, or set aside, stays in view as outsiders, so a new cluster is
+    # judged against the same neighbourhood as it would have been had everything arrived at once.
+    outsiders = np.vstack([members_c, pending_c[existing >= 0], pending_c[aside]])
     labels = cluster_centred(pending_c[rest], settings, outsiders)
     if fresh is not None:
         with_fresh = np.unique(labels[(labels >= 0) & fresh[rest]])
@@ -102,6 +107,32 @@ def place(
     new = np.full(len(pending), -1, dtype=np.int64)
     new[rest] = labels
     return Placement(existing=existing, new=new, new_count=int(labels.max()) + 1 if len(labels) else 0)
+
+
+def _around_fresh(
+    vectors: np.ndarray, rest: np.ndarray, fresh: np.ndarray, settings: ClusterSettings, block: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split the unplaced rows ``rest`` into those worth clustering — the fresh ones and the
+    earlier left-overs among a fresh one's ``2 × neighbours`` nearest — and the rest, set
+    aside. A new cluster must hold a fresh report, so left-overs far from every fresh one could
+    only be re-cut among themselves; skipping them keeps a run's cost with what is new rather
+    than with the whole pool of one-off reports."""
+    import torch
+
+    is_fresh = fresh[rest]
+    if not is_fresh.any():
+        return rest[:0], rest  # without a fresh report no new cluster can form
+    old = rest[~is_fresh]
+    if len(old) == 0:
+        return rest, old
+    new_vectors = torch.from_numpy(np.ascontiguousarray(vectors[rest[is_fresh]], dtype=np.float32))
+    old_vectors = torch.from_numpy(np.ascontiguousarray(vectors[old], dtype=np.float32))
+    reach = min(2 * settings.neighbours, len(old))
+    near = np.zeros(len(old), dtype=bool)
+    for start in range(0, len(new_vectors), block):
+        scores = new_vectors[start : start + block] @ old_vectors.T
+        near[torch.topk(scores, reach, dim=1).indices.numpy().ravel()] = True
+    return np.sort(np.concatenate([rest[is_fresh], old[near]])), old[~near]
 
 
 def _gate_joins(
