@@ -8,7 +8,14 @@ import sys
 
 import numpy as np
 
-from feedback_insights.clustering import ClusterSettings, _around_fresh, cluster, nearest_neighbours, place, unit
+from feedback_insights.clustering import (
+    ClusterSettings,
+    _around_fresh,
+    cluster,
+    nearest_neighbours,
+    place,
+    unit,
+)
 
 
 def _groups(sizes: list[int], spread: float, seed: int = 0, dims: int = 384) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +101,7 @@ def test_a_cluster_merged_by_a_maintainer_still_takes_reports_of_either_half() -
 def test_only_left_overs_near_a_new_report_are_clustered_again() -> None:
     """A new cluster must hold a new report, so of the earlier left-overs only those among a
     new report's 2 × neighbours nearest are worth re-clustering; the others are set aside."""
-    vectors, truth = _groups([5, 10], spread=0.6, seed=17)
+    vectors, _ = _groups([5, 10], spread=0.6, seed=17)
     fresh = np.zeros(15, dtype=bool)
     fresh[0] = True  # one new report in the first group, the rest are earlier left-overs
     rest = np.arange(15)
