@@ -11,9 +11,12 @@ import numpy as np
 from feedback_insights.clustering import (
     ClusterSettings,
     _around_fresh,
+    _hdbscan,
+    _snn_distances,
     cluster,
     nearest_neighbours,
     place,
+    smoothing_reach,
     unit,
 )
 
@@ -109,6 +112,32 @@ def test_only_left_overs_near_a_new_report_are_clustered_again() -> None:
     assert list(clustered) == [0, 1, 2, 3, 4] and list(aside) == list(range(5, 15))
     nothing_new, all_aside = _around_fresh(vectors, rest, np.zeros(15, dtype=bool), ClusterSettings())
     assert len(nothing_new) == 0 and list(all_aside) == list(rest)
+
+
+def test_hdbscan_labels_are_the_hdbscan_packages_own() -> None:
+    """``_hdbscan`` computes the mutual reachability graph itself (the package's sparse path does
+    it entry by entry in Python) and hands the rest to the package: the labels must not change,
+    also where the neighbour graph falls apart into bridged components."""
+    import hdbscan
+
+    groups, _ = _groups([2, 3, 5, 8, 13, 21], spread=0.9, seed=21)
+    noise, _ = _groups([1] * 15, spread=0.0, seed=22)
+    vectors = np.vstack([groups, noise])
+    distances = _snn_distances(nearest_neighbours(vectors, 6)[0])
+    for single in (False, True):
+        expected = hdbscan.HDBSCAN(
+            metric="precomputed", min_cluster_size=2, min_samples=2, max_dist=2.0, allow_single_cluster=single
+        ).fit_predict(distances)
+        assert expected.max() >= 3  # a non-trivial case
+        assert list(_hdbscan(distances, ClusterSettings(), len(vectors), single)) == list(expected)
+
+
+def test_smoothing_reaches_as_far_as_a_median_cluster_has_other_members() -> None:
+    settings = ClusterSettings(smooth_from=7)
+    assert smoothing_reach(np.repeat(np.arange(5), [9, 10, 12, 30, 2]), 15, settings) == 9
+    assert smoothing_reach(np.repeat(np.arange(3), [40, 50, 60]), 15, settings) == 15  # at most k
+    assert smoothing_reach(np.repeat(np.arange(4), [3, 4, 5, 30]), 15, settings) == 0  # too sparse
+    assert smoothing_reach(np.full(10, -1), 15, settings) == 0  # nothing clustered
 
 
 def test_loose_groups_are_left_unclustered() -> None:

@@ -22,18 +22,29 @@ compilation per process, so neither is used directly. The steps:
 7. **Cohesion gate:** a cluster whose members are, on average, less alike than
    ``min_cohesion``, or hardly more alike to each other than to their ten nearest outsiders
    (``separation``), is dissolved: better unclustered than merged wrongly.
+8. **Smoothing**, where problems are well populated: when the median cluster of steps 3–6 has
+   more than ``smooth_from`` members, each vector is pulled towards its nearest neighbours (as
+   many as a median cluster has other members, at most ``neighbours``) — ``x ← 0.3·x₀ +
+   0.7·W x``, twice, ``W`` the cosine weights of the neighbour graph — and steps 2–6 run again
+   with HDBSCAN and the merge on the smoothed vectors (``smoothed_merge_similarity``); the gate
+   of step 7 then asks for ``smoothed_separation`` on them. Averaging over a neighbourhood
+   removes the noise of single phrasings, so a problem with thirty reports comes out as one
+   cluster instead of several fragments. With a handful of reports per problem a report's
+   neighbours are mostly other problems' reports and averaging would merge them: that is why
+   the first pass decides, and why attaching and trimming still judge the reports themselves.
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
-:func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it (else
-they stay out); what is left is clustered among itself (steps 2–7), together with the earlier
-left-overs near a new report (a new cluster must hold one). Members never move, so
-cluster ids are stable by construction. Defaults and their measured effect: README, "Clusters
-and demand"; ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
+:func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it, on
+smoothed vectors where the partition's clusters are large enough for step 8 (else they stay
+out); what is left is clustered among itself (steps 2–8), together with the earlier left-overs
+near a new report (a new cluster must hold one). Members never move, so cluster ids are stable
+by construction. Defaults and their measured effect: README, "Clusters and demand";
+``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +61,11 @@ class ClusterSettings:
     join_nearest: float = 0.5  # … and to its nearest member, for a report to join a cluster
     min_cohesion: float = 0.42  # mean pairwise cosine below which a new cluster is dissolved
     separation: float = 0.01  # … or not this much above its members' similarity to outsiders
+    smooth_from: int = 7  # smooth when a typical first-pass cluster has more members than this …
+    smooth_keep: float = 0.3  # … keeping this share of a report's own vector in each round
+    smooth_rounds: int = 2
+    smoothed_merge_similarity: float = 0.75  # merge_similarity and separation on smoothed vectors
+    smoothed_separation: float = 0.03
 
 
 @dataclass(slots=True)
@@ -154,12 +170,14 @@ def _gate_joins(
     if len(joined) == 0:
         return joins
     grown = np.isin(member_ids, joins[joined])
-    ids, loose = _loose(
-        np.vstack([members[grown], pending[joined]]),
-        np.concatenate([member_ids[grown], joins[joined]]),
-        settings,
-        outsiders=np.vstack([members[~grown], pending[joins < 0]]),
-    )
+    vectors = np.vstack([members[grown], pending[joined]])
+    outsiders = np.vstack([members[~grown], pending[joins < 0]])
+    gate = settings
+    reach = smoothing_reach(member_ids, settings.neighbours, settings)
+    if reach:  # the clusters were cut and gated on smoothed vectors (step 8): judge them there too
+        everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
+        vectors, outsiders, gate = everything[: len(vectors)], everything[len(vectors) :], _smoothed_gate(settings)
+    ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders)
     refused = ids[loose & ~np.isin(ids, curated if curated is not None else [])]
     joins = joins.copy()
     joins[joined[np.isin(joins[joined], refused)]] = -1
@@ -184,7 +202,7 @@ def _centred(vectors: np.ndarray, centre: np.ndarray) -> np.ndarray:
 
 
 def cluster_centred(vectors: np.ndarray, settings: ClusterSettings, outsiders: np.ndarray | None = None) -> np.ndarray:
-    """Steps 2–7 on vectors already centred; ``outsiders`` (already placed elsewhere) only
+    """Steps 2–8 on vectors already centred; ``outsiders`` (already placed elsewhere) only
     count in the separation test."""
     n = len(vectors)
     if n < 3:  # too few for HDBSCAN
@@ -193,16 +211,76 @@ def cluster_centred(vectors: np.ndarray, settings: ClusterSettings, outsiders: n
     k = min(settings.neighbours, max(2, round(np.sqrt(n))))
     # Identical rows are found before the projection, which may round them apart.
     _, twins = np.unique(vectors, axis=0, return_inverse=True)
-    neighbours, _ = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k, twins=twins)
+    neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k, twins=twins)
+    labels = _cut(vectors, vectors, neighbours, settings, settings.merge_similarity)
+    reach = smoothing_reach(labels, k, settings)
+    if reach == 0:
+        return _renumber(_dissolve_loose(vectors, labels, settings, outsiders))
+    if outsiders is not None and len(outsiders):  # smoothed among everything in view, as in one run
+        everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
+        smoothed, outsiders = everything[:n], everything[n:]
+    else:
+        smoothed = _smooth_along(vectors, neighbours[:, :reach], sims[:, :reach], settings)
+    neighbours, _ = nearest_neighbours(_reduce(smoothed, settings.pca_dimensions), k, twins=twins)
+    labels = _cut(vectors, smoothed, neighbours, settings, settings.smoothed_merge_similarity)
+    return _renumber(_dissolve_loose(smoothed, labels, _smoothed_gate(settings), outsiders))
+
+
+def _cut(
+    vectors: np.ndarray, space: np.ndarray, neighbours: np.ndarray, settings: ClusterSettings, merge: float
+) -> np.ndarray:
+    """Steps 3–6: HDBSCAN on the neighbour graph of ``space`` (the vectors, or their smoothed
+    version), fragments merged by their centroids there; attaching, trimming and pairing always
+    judge the vectors themselves, so a report joins a cluster for what it says, not for what
+    its neighbours say."""
+    n = len(vectors)
     distances = _snn_distances(neighbours)
     fragments = _hdbscan(distances, settings, n, single=False)
     if (fragments >= 0).sum() == 0:  # nothing splits: the whole set may be one problem; the gates judge it
         fragments = _hdbscan(distances, settings, n, single=True)
-    labels = _merge_fragments(vectors, fragments, settings.merge_similarity)
+    labels = _merge_fragments(space, fragments, merge)
     labels = _trim(vectors, _attach(vectors, labels, settings), settings)
-    labels = _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
-    labels = _dissolve_loose(vectors, labels, settings, outsiders)
-    return _renumber(labels)
+    return _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
+
+
+def smoothing_reach(labels: np.ndarray, k: int, settings: ClusterSettings) -> int:
+    """How many neighbours a vector is smoothed towards: one fewer than the median cluster's
+    size (capped at ``k``), so that a typical report's neighbours are reports of its own
+    problem; 0 (no smoothing) when that is fewer than ``smooth_from``. Where problems have only
+    a handful of reports each, smoothing would average across problems."""
+    sizes = np.bincount(labels[labels >= 0])
+    sizes = sizes[sizes > 0]
+    reach = min(k, int(np.median(sizes)) - 1) if len(sizes) else 0
+    return reach if reach >= settings.smooth_from else 0
+
+
+def smooth(vectors: np.ndarray, reach: int, settings: ClusterSettings) -> np.ndarray:
+    """``vectors`` each pulled towards its ``reach`` nearest neighbours (step 8)."""
+    reach = min(reach, len(vectors) - 1)
+    _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), reach, twins=twins)
+    return _smooth_along(vectors, neighbours, sims, settings)
+
+
+def _smooth_along(vectors: np.ndarray, neighbours: np.ndarray, sims: np.ndarray, settings: ClusterSettings) -> np.ndarray:
+    """``x ← keep·x₀ + (1 − keep)·W x``, re-normalised, ``smooth_rounds`` times; ``W`` holds the
+    cosine weights of the symmetrised neighbour graph, rows summing to one."""
+    n, k = neighbours.shape
+    weights = sp.csr_matrix(
+        (np.maximum(sims, 0).ravel(), (np.repeat(np.arange(n), k), neighbours.ravel())), shape=(n, n), dtype=np.float32
+    )
+    weights = weights.maximum(weights.T).tocsr()
+    weights = sp.diags(1 / np.maximum(np.asarray(weights.sum(axis=1)).ravel(), 1e-12)) @ weights
+    smoothed = vectors
+    for _ in range(settings.smooth_rounds):
+        smoothed = unit(settings.smooth_keep * vectors + (1 - settings.smooth_keep) * (weights @ smoothed))
+    return smoothed.astype(np.float32)
+
+
+def _smoothed_gate(settings: ClusterSettings) -> ClusterSettings:
+    """The gate on smoothed vectors: there members are alike by construction (mean cosine well
+    above any ``min_cohesion``), so separation from outsiders decides."""
+    return replace(settings, separation=settings.smoothed_separation)
 
 
 def _attach(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:
@@ -232,12 +310,37 @@ def _pair_up(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings)
 
 
 def _hdbscan(distances: sp.csr_matrix, settings: ClusterSettings, n: int, single: bool) -> np.ndarray:
-    import hdbscan  # imported here: the CLI must start fast
+    """HDBSCAN labels for the sparse distances, as ``hdbscan.HDBSCAN(metric="precomputed")``
+    gives them. Its sparse path computes the mutual reachability graph one entry at a time in
+    Python — half of all the clustering time at 50,000 reports — so that step is done here with
+    array operations; the spanning tree, the cluster tree and its selection are hdbscan's own
+    (``tests/test_clustering.py`` checks the labels are the same)."""
+    from hdbscan._hdbscan_linkage import label  # imported here: the CLI must start fast
+    from hdbscan.hdbscan_ import _tree_to_labels
+    from scipy.sparse import csgraph
 
-    return hdbscan.HDBSCAN(
-        metric="precomputed", min_cluster_size=settings.min_cluster_size,
-        min_samples=min(settings.min_samples, n - 1), max_dist=2.0, allow_single_cluster=single,
-    ).fit_predict(distances)
+    reachability = _mutual_reachability(distances, max(1, min(settings.min_samples, n - 1)))
+    tree = csgraph.minimum_spanning_tree(reachability)
+    rows, cols = tree.nonzero()
+    weights = np.asarray(tree[rows, cols]).ravel()
+    edges = np.column_stack([rows, cols, weights])[np.argsort(weights)]
+    return _tree_to_labels(None, label(edges), settings.min_cluster_size, "eom", single)[0]
+
+
+def _mutual_reachability(distances: sp.csr_matrix, min_samples: int, max_dist: float = 2.0) -> sp.csr_matrix:
+    """``max(core(i), core(j), d(i, j))`` over the stored entries, ``core`` being a row's
+    ``min_samples``-th smallest distance (infinite, then ``max_dist``, when it has fewer)."""
+    distances = distances.tocsr()
+    distances.sort_indices()
+    counts = np.diff(distances.indptr)
+    row = np.repeat(np.arange(distances.shape[0]), counts)
+    ordered = distances.data[np.lexsort((distances.data, row))]
+    core = np.full(distances.shape[0], np.inf)
+    enough = counts >= min_samples
+    core[enough] = ordered[distances.indptr[:-1][enough] + min_samples - 1]
+    reach = np.maximum(np.maximum(core[row], core[distances.indices]), distances.data)
+    reach[~np.isfinite(reach)] = max_dist
+    return sp.csr_matrix((reach, distances.indices, distances.indptr), shape=distances.shape)
 
 
 def assign(vectors: np.ndarray, members: np.ndarray, labels: np.ndarray, settings: ClusterSettings) -> np.ndarray:

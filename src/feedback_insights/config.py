@@ -105,6 +105,13 @@ class ClusteringConfig(_Strict):
     separation: float = Field(
         0.01, gt=-1, lt=1, description="… or how much more alike members must be than to their nearest outsiders"
     )
+    smooth_from: int = Field(
+        7, ge=1, le=10_000, description="smooth vectors when a typical first-pass cluster has more members than this"
+    )
+    smooth_keep: float = Field(0.3, ge=0, le=1, description="share of a report's own vector kept in each round")
+    smooth_rounds: int = Field(2, ge=1, le=10)
+    smoothed_merge_similarity: float = Field(0.75, gt=-1, lt=1)
+    smoothed_separation: float = Field(0.03, gt=-1, lt=1)
 
 
 class DemandConfig(_Strict):
