@@ -248,8 +248,7 @@ def smoothing_reach(labels: np.ndarray, k: int, settings: ClusterSettings) -> in
     size (capped at ``k``), so that a typical report's neighbours are reports of its own
     problem; 0 (no smoothing) when that is fewer than ``smooth_from``. Where problems have only
     a handful of reports each, smoothing would average across problems."""
-    sizes = np.bincount(labels[labels >= 0])
-    sizes = sizes[sizes > 0]
+    _, sizes = np.unique(labels[labels >= 0], return_counts=True)  # labels may be any ids
     reach = min(k, int(np.median(sizes)) - 1) if len(sizes) else 0
     return reach if reach >= settings.smooth_from else 0
 
