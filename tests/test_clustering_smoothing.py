@@ -68,3 +68,24 @@ def test_a_cluster_cut_on_smoothed_vectors_takes_its_own_reports_back(clinc) -> 
 
     assert rejoined(ClusterSettings()) >= 0.9
     assert rejoined(ClusterSettings()) > rejoined(NO_SMOOTHING) + 0.05
+
+
+def test_new_problems_arriving_among_existing_clusters_are_smoothed_too(clinc) -> None:
+    """Thirteen intents arrive after twelve others were clustered: they are smoothed together
+    with the existing clusters' reports (as if all had arrived at once) and come out about as
+    whole as a set clustered from scratch, without joining the other intents' clusters."""
+    vectors, gold = clinc
+    earlier = np.isin(gold, np.unique(gold)[:12])
+
+    def arrivals(settings: ClusterSettings) -> tuple[float, float, float]:
+        labels = cluster(vectors[earlier], settings)
+        kept = labels >= 0
+        placement = place(vectors[~earlier], vectors[earlier][kept], labels[kept], settings)
+        found = np.where(placement.existing >= 0, placement.existing + labels.max() + 1, placement.new)
+        return float(np.mean(placement.existing >= 0)), *_pairwise(found, gold[~earlier])
+
+    joined, precision, recall = arrivals(ClusterSettings())
+    _, plain_precision, plain_recall = arrivals(NO_SMOOTHING)
+    assert joined < 0.05
+    assert recall > plain_recall + 0.1  # 0.45 → 0.64
+    assert precision > 0.9 and plain_precision > 0.9

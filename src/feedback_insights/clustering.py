@@ -311,9 +311,9 @@ def _pair_up(vectors: np.ndarray, labels: np.ndarray, settings: ClusterSettings)
 def _hdbscan(distances: sp.csr_matrix, settings: ClusterSettings, n: int, single: bool) -> np.ndarray:
     """HDBSCAN labels for the sparse distances, as ``hdbscan.HDBSCAN(metric="precomputed")``
     gives them. Its sparse path computes the mutual reachability graph one entry at a time in
-    Python — half of all the clustering time at 50,000 reports — so that step is done here with
-    array operations; the spanning tree, the cluster tree and its selection are hdbscan's own
-    (``tests/test_clustering.py`` checks the labels are the same)."""
+    Python (at 50,000 reports, clustering took 63.8 s with it, 44.9 s without), so that step
+    is done here with array operations; the spanning tree, the cluster tree and its selection
+    are hdbscan's own (``tests/test_clustering.py`` checks the labels are the same)."""
     from hdbscan._hdbscan_linkage import label  # imported here: the CLI must start fast
     from hdbscan.hdbscan_ import _tree_to_labels
     from scipy.sparse import csgraph
@@ -329,8 +329,7 @@ def _hdbscan(distances: sp.csr_matrix, settings: ClusterSettings, n: int, single
 def _mutual_reachability(distances: sp.csr_matrix, min_samples: int, max_dist: float = 2.0) -> sp.csr_matrix:
     """``max(core(i), core(j), d(i, j))`` over the stored entries, ``core`` being a row's
     ``min_samples``-th smallest distance (infinite, then ``max_dist``, when it has fewer)."""
-    distances = distances.tocsr()
-    distances.sort_indices()
+    distances = distances.tocsr().sorted_indices()
     counts = np.diff(distances.indptr)
     row = np.repeat(np.arange(distances.shape[0]), counts)
     ordered = distances.data[np.lexsort((distances.data, row))]
