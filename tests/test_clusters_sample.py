@@ -168,7 +168,11 @@ def test_a_second_run_with_nothing_new_changes_nothing(clustered: Warehouse, emb
 
     before = state()
     clusters_before = clustered.con.execute("SELECT count(*) FROM clusters").fetchall()
+    unclustered = clustered.con.execute(
+        "SELECT count(*) FROM cluster_members WHERE view = 'reports' AND cluster_id IS NULL AND text_sha256 IS NOT NULL"
+    ).fetchall()[0][0]
     run = cluster_new_records(clustered, embedder)
     assert run.new_clusters.get("reports", 0) == 0 and run.joined.get("reports", 0) == 0
+    assert run.unclustered("reports") == run.considered["reports"] == unclustered > 0  # the summary line tells
     assert state() == before
     assert clustered.con.execute("SELECT count(*) FROM clusters").fetchall() == clusters_before

@@ -85,13 +85,17 @@ class ClusterRun:
     joined: dict[str, int] = field(default_factory=dict)
     new_clusters: dict[str, int] = field(default_factory=dict)
     in_new: dict[str, int] = field(default_factory=dict)
-    unclustered: dict[str, int] = field(default_factory=dict)
+
+    def unclustered(self, view: str = "reports") -> int:
+        """Considered and in no cluster after the run, including left-overs a run with nothing
+        new in their partition did not look at again."""
+        return self.considered.get(view, 0) - self.joined.get(view, 0) - self.in_new.get(view, 0)
 
     def line(self, view: str = "reports") -> str:
         return (
             f"{self.considered.get(view, 0)} records considered, {self.joined.get(view, 0)} joined existing "
             f"clusters, {self.new_clusters.get(view, 0)} new clusters ({self.in_new.get(view, 0)} records), "
-            f"{self.unclustered.get(view, 0)} unclustered"
+            f"{self.unclustered(view)} unclustered"
         )
 
 
@@ -197,7 +201,6 @@ def _store(con, view: str, placements: list, no_text: pl.DataFrame, summary: Clu
             )
         )
     frame = pl.concat(frames, how="vertical_relaxed")
-    summary.unclustered[view] = frame.filter(pl.col("cluster_id").is_null()).height
     _store_members(con, view, frame, now)
     return touched
 
