@@ -15,8 +15,8 @@ only the first run pays the embedding (~3 min for the bug reports, ~15 s for cli
 1. Methods side by side, one table per set: BCubed precision / recall / F1 (unclustered =
    a cluster of its own), ARI, V-measure, unclustered share, clustering seconds:
 
-   - **ours**: default :class:`ClusterSettings`, through the stateless ``cluster`` command's
-     own :func:`cluster_file.cluster_inputs` (one centre over all vectors, then ``place`` with
+   - **ours**: default :class:`ClusteringConfig`, through the stateless ``cluster`` command's
+     own :func:`feedback_insights.clusters.cluster_inputs` (one centre over all vectors, then ``place`` with
      no members) fed the cached vectors; checked to give the same partition as
      :func:`clustering.cluster`;
    - **ours, strict**: ``min_cohesion=0.5`` (the README's setting for crowded corpora such as
@@ -34,7 +34,7 @@ only the first run pays the embedding (~3 min for the bug reports, ~15 s for cli
    like the smaller draws (most problems have a handful of reports), and a method can gain F1
    on the dense full set by merging more while losing precision here: no target, but an
    algorithm change must be read against this table too. (Ours smooths the 2,000-draws, not
-   the smaller ones: step 8 of ``clustering.py``.)
+   the smaller ones: step 8 of ``clusters/_algorithm.py``.)
 
 3. Stability of incremental runs (default settings, three random splits: seeds 0, 1, 2), as
    the pipeline runs them: a random 80 % is clustered from scratch; then the other 20 %,
@@ -72,16 +72,15 @@ from sklearn.cluster import KMeans
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from metrics import scores
 
-from feedback_insights.cluster_file import cluster_inputs
-from feedback_insights.clustering import ClusterSettings, cluster, place
-from feedback_insights.embedding import MiniLMEmbedder
+from feedback_insights.clusters import MiniLMEmbedder, cluster, cluster_inputs, place
+from feedback_insights.config import ClusteringConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 CACHE = REPO / "benchmarks" / ".cache"
 
-DEFAULT = ClusterSettings()
-STRICT = ClusterSettings(min_cohesion=0.5)
+DEFAULT = ClusteringConfig()
+STRICT = ClusteringConfig(min_cohesion=0.5)
 COLUMNS = ("P", "R", "F1", "ARI", "V", "unclustered")
 SEEDS = (0, 1, 2)
 SPARSE_SIZES = (2000, 1000, 300)
@@ -132,7 +131,7 @@ class Precomputed:
         return self.vectors
 
 
-def ours(settings: ClusterSettings) -> Method:
+def ours(settings: ClusteringConfig) -> Method:
     """The stateless ``cluster`` command: every text in one partition (no service)."""
 
     def run(vectors: np.ndarray, texts: list[str], k: int) -> np.ndarray:
@@ -249,7 +248,7 @@ class Stability:
     f1_incremental: float
 
 
-def stability(data: Dataset, settings: ClusterSettings = DEFAULT, seed: int = 0) -> Stability:
+def stability(data: Dataset, settings: ClusteringConfig = DEFAULT, seed: int = 0) -> Stability:
     """Cluster 80 % from scratch, then place the rest (and run 1's leftovers) as the pipeline does."""
     n = len(data.vectors)
     order = np.random.default_rng(seed).permutation(n)

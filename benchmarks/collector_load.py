@@ -55,7 +55,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from feedback_insights.collector.app import hash_key
+from feedback_insights.collector import hash_key
 
 try:
     import aiohttp

@@ -25,10 +25,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from metrics import bcubed
 
-from feedback_insights.clustering import ClusterSettings, place, unit
-from feedback_insights.clusters import text_sql
-from feedback_insights.config import embedded_default
-from feedback_insights.embedding import TEXT_COMPOSITION, MiniLMEmbedder, embed_with_cache
+from feedback_insights.clusters import TEXT_COMPOSITION, MiniLMEmbedder, embed_with_cache, place, text_sql, unit
+from feedback_insights.config import ClusteringConfig, embedded_default
 from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
 
@@ -60,7 +58,7 @@ def evaluate(wh: Warehouse, embedder: MiniLMEmbedder, fields: tuple[str, ...]) -
     for partition in set(partitions):
         idx = np.array([i for i, p in enumerate(partitions) if p == partition])
         placed = place(vectors[idx], np.empty((0, vectors.shape[1]), np.float32), np.empty(0, np.int64),
-                       ClusterSettings(), centre).new
+                       ClusteringConfig(), centre).new
         labels[idx] = np.where(placed >= 0, placed + labels.max() + 1, -1)
     scored = [i for i, r in enumerate(rows) if r[0] in PLANTED_OF]
     gold = [PLANTED_OF[rows[i][0]] or f"one-off-{i}" for i in scored]

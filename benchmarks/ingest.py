@@ -35,9 +35,9 @@ from feedback_insights.config import (
     PrivacyConfig,
     WarehouseConfig,
 )
-from feedback_insights.ingest import IngestSummary, Stager, _ingest_source, ingest
-from feedback_insights.sources import open_source
-from feedback_insights.warehouse import BatchCounts, Warehouse
+from feedback_insights.ingest import BatchCounts, open_source, start_run
+from feedback_insights.ingest._runner import IngestSummary, Stager, _ingest_source, ingest
+from feedback_insights.warehouse import Warehouse
 
 TYPES = ["missing_capability", "bug", "unclear_documentation", "unexpected_response", "unhelpful_error", "performance", "other"]
 WORDS = ["search", "filter", "export", "page", "cursor", "webhook", "token", "field", "schema", "timeout", "retry", "company", "job", "contact"]
@@ -108,7 +108,7 @@ def build(path: Path, n: int) -> None:
 def ingest_without_scrubbing(config: Config, warehouse: Warehouse) -> BatchCounts:
     """The ingest loop, worker processes included, with the scrubbing stage left out: the
     product never runs this (it has no switch for it), the benchmark does to show the cost."""
-    summary = IngestSummary(warehouse.start_run(), BatchCounts())
+    summary = IngestSummary(start_run(warehouse), BatchCounts())
     stager = Stager(os.cpu_count() or 1)
     try:
         source = open_source(config.sources[0], config.ingest.batch_size)

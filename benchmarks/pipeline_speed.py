@@ -420,11 +420,10 @@ def max_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
 def run_size(n: int) -> dict:
     """One size, in this process: the numbers as a dict (the parent prints them)."""
     from feedback_insights import clusters
-    from feedback_insights.clustering import ClusterSettings
-    from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
-    from feedback_insights.embedding import MiniLMEmbedder
+    from feedback_insights.clusters import MiniLMEmbedder
+    from feedback_insights.config import ClusteringConfig, Config, FileDropConfig, PrivacyConfig, WarehouseConfig
     from feedback_insights.ingest import ingest
-    from feedback_insights.scoring import score_new_records
+    from feedback_insights.signals import score_new_records
     from feedback_insights.warehouse import Warehouse
 
     clock = Clock()
@@ -456,7 +455,7 @@ def run_size(n: int) -> dict:
             sources=[FileDropConfig(kind="files", name="bench", path=drop)],
         )
         embedder = TimedEmbedder()
-        settings = ClusterSettings()
+        settings = ClusteringConfig()
         start = time.perf_counter()
         embedder._load()  # import + weights: paid once per process, reported apart
         embedder.encode([f"warm-up text number {i} for the model" for i in range(64)])

@@ -41,7 +41,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from feedback_insights import scrub
+from feedback_insights import privacy
 
 warnings.filterwarnings("ignore")  # scrubadub warns about deprecated names on import
 
@@ -172,11 +172,11 @@ def ours() -> Tool:
     def find(text: str) -> list[Span]:
         return [
             Span("secret" if f.kind in OUR_SECRET_KINDS else f.kind, f.start, f.end)
-            for f in scrub.find(text)
+            for f in privacy.find(text)
         ]
 
     notes = ["ours: person and street_address are not covered (stretch goals)."]
-    return Tool("ours", OURS_COVERS, find, scrub.find, notes)
+    return Tool("ours", OURS_COVERS, find, privacy.find, notes)
 
 
 def _scrubadub_scrubber() -> tuple[scrubadub.Scrubber, list[str]]:

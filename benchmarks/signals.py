@@ -28,8 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from feedback_insights.processing import process
-from feedback_insights.readers import read_items
+from feedback_insights.ingest import process, read_items
 from feedback_insights.signals import TONE_FIELDS, compute, sentiment
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,10 +12,9 @@ from typing import Any
 
 import uvicorn
 
-from feedback_insights.collector.app import Collector, create_app, hash_key
-from feedback_insights.collector.store import Store
+from feedback_insights.collector import Collector, Store, create_app, hash_key
 from feedback_insights.config import CollectorConfig
-from feedback_insights.pseudonymise import Pseudonymiser
+from feedback_insights.privacy import Pseudonymiser
 
 AGENT_KEY = "agent-key-0001"
 INGEST_KEY = "ingest-key-0001"

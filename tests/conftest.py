@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,18 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 CONFORMANCE = SHARED / "spec" / "afp" / "spec" / "conformance"
 SAMPLE = REPO / "data" / "sample"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The README's test command is all the set-up there is: the browser tests drive Debian's
+    chromium, so it is installed here when it is missing (apt-get, as root or with sudo)."""
+    if shutil.which(os.environ.get("CHROMIUM", "/usr/bin/chromium")) or not shutil.which("apt-get"):
+        return  # present, or not a Debian machine: the browser tests then say how to install it
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    print("installing Debian's chromium for the browser tests (apt-get install chromium)", file=sys.stderr)
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=False)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"], check=False,
+                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
 def write_jsonl(path: Path, objects: list[object]) -> Path:
@@ -57,7 +71,7 @@ def afp_record() -> dict:
 @pytest.fixture(scope="session")
 def embedder():
     """The real packaged model, loaded once per test session (the import alone costs ~10 s)."""
-    from feedback_insights.embedding import MiniLMEmbedder
+    from feedback_insights.clusters import MiniLMEmbedder
 
     return MiniLMEmbedder()
 
@@ -69,7 +83,7 @@ def clustered_sample(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path
     from feedback_insights.clusters import cluster_new_records
     from feedback_insights.config import embedded_default
     from feedback_insights.ingest import ingest
-    from feedback_insights.scoring import score_new_records
+    from feedback_insights.signals import score_new_records
     from feedback_insights.warehouse import Warehouse
 
     config = embedded_default(tmp_path_factory.mktemp("clustered-sample") / "feedback.duckdb")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from feedback_insights.dialects import afp
+from feedback_insights.ingest.dialects import afp
 
 from .conftest import CONFORMANCE, run_cli, write_jsonl
 

@@ -8,7 +8,7 @@ from backloop import validate_record, validate_submission
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feedback_insights.dialects import afp
+from feedback_insights.ingest.dialects import afp
 
 FIELDS = {
     "spec_version": st.sampled_from(["0.1", "1.0", "", "0.2"]),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from feedback_insights.cluster_file import cluster_inputs, read_inputs
-from feedback_insights.clustering import ClusterSettings
+from feedback_insights.clusters import cluster_inputs, read_inputs
+from feedback_insights.config import ClusteringConfig
 
 from .conftest import run_cli, write_jsonl
 
@@ -45,7 +45,7 @@ def test_canonical_records_are_composed_and_never_clustered_across_services(tmp_
         for prefix, service in (("a", "orbit-mcp"), ("b", "other-api")) for i, t in enumerate(GLOB + WEBHOOK)
     ]
     write_jsonl(tmp_path / "records.jsonl", records)
-    result = cluster_inputs(read_inputs(tmp_path / "records.jsonl", "text", "id"), embedder, ClusterSettings())
+    result = cluster_inputs(read_inputs(tmp_path / "records.jsonl", "text", "id"), embedder, ClusteringConfig())
     cluster = dict(result.iter_rows())
     for first, second in ((0, 3), (3, 6)):  # the glob reports, then the webhook reports
         a = {cluster[f"a{i}"] for i in range(first, second)}

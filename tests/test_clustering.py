@@ -8,17 +8,14 @@ import sys
 
 import numpy as np
 
-from feedback_insights.clustering import (
-    ClusterSettings,
+from feedback_insights.clusters import cluster, place, smoothing_reach, unit
+from feedback_insights.clusters._algorithm import (
     _around_fresh,
     _hdbscan,
     _snn_distances,
-    cluster,
     nearest_neighbours,
-    place,
-    smoothing_reach,
-    unit,
 )
+from feedback_insights.config import ClusteringConfig
 
 
 def _groups(sizes: list[int], spread: float, seed: int = 0, dims: int = 384) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +52,7 @@ def test_new_vectors_join_close_clusters_and_members_never_move() -> None:
     labels = cluster(vectors[first])
     member_ids = labels + 100  # the caller's ids
     kept = labels >= 0
-    later = place(vectors[~first], vectors[first][kept], member_ids[kept], ClusterSettings())
+    later = place(vectors[~first], vectors[first][kept], member_ids[kept], ClusteringConfig())
     assert (later.existing >= 100).all()  # every later report joined its group's cluster
     expected = {t: member_ids[kept][truth[first][kept] == t][0] for t in set(truth)}
     assert [expected[t] for t in truth[~first]] == list(later.existing)
@@ -65,7 +62,7 @@ def test_new_vectors_join_close_clusters_and_members_never_move() -> None:
 def test_what_joins_nothing_is_clustered_among_itself() -> None:
     old, _ = _groups([5], spread=0.6, seed=7)
     fresh, _ = _groups([4], spread=0.6, seed=8)
-    placement = place(fresh, old, np.full(5, 42), ClusterSettings())
+    placement = place(fresh, old, np.full(5, 42), ClusteringConfig())
     assert (placement.existing == -1).all()
     assert placement.new_count == 1 and (placement.new == 0).all()
 
@@ -82,9 +79,9 @@ def test_newcomers_cannot_turn_a_tight_cluster_into_a_loose_one() -> None:
     no_centring = np.zeros(384, dtype=np.float32)
     ids = np.full(3, 7)
 
-    alone = place(newcomers[:1], members, ids, ClusterSettings(), centre=no_centring)
+    alone = place(newcomers[:1], members, ids, ClusteringConfig(), centre=no_centring)
     assert list(alone.existing) == [7]
-    together = place(newcomers, members, ids, ClusterSettings(), centre=no_centring)
+    together = place(newcomers, members, ids, ClusteringConfig(), centre=no_centring)
     assert (together.existing == -1).all()
     assert (together.new == -1).all()  # nor are they alike enough to make a cluster of their own
 
@@ -95,9 +92,9 @@ def test_a_cluster_merged_by_a_maintainer_still_takes_reports_of_either_half() -
     halves, _ = _groups([4, 4], spread=0.6, seed=13)
     newcomer = unit(halves[4:].mean(axis=0, keepdims=True) + 0.03 * np.random.default_rng(14).normal(size=(1, 384)))
     no_centring = np.zeros(384, np.float32)
-    merged = place(newcomer, halves, np.full(8, 5), ClusterSettings(), centre=no_centring, curated=np.array([5]))
+    merged = place(newcomer, halves, np.full(8, 5), ClusteringConfig(), centre=no_centring, curated=np.array([5]))
     assert list(merged.existing) == [5]
-    uncurated = place(newcomer, halves, np.full(8, 5), ClusterSettings(), centre=no_centring)
+    uncurated = place(newcomer, halves, np.full(8, 5), ClusteringConfig(), centre=no_centring)
     assert list(uncurated.existing) == [-1]
 
 
@@ -108,9 +105,9 @@ def test_only_left_overs_near_a_new_report_are_clustered_again() -> None:
     fresh = np.zeros(15, dtype=bool)
     fresh[0] = True  # one new report in the first group, the rest are earlier left-overs
     rest = np.arange(15)
-    clustered, aside = _around_fresh(vectors, rest, fresh, ClusterSettings(neighbours=2))
+    clustered, aside = _around_fresh(vectors, rest, fresh, ClusteringConfig(neighbours=2))
     assert list(clustered) == [0, 1, 2, 3, 4] and list(aside) == list(range(5, 15))
-    nothing_new, all_aside = _around_fresh(vectors, rest, np.zeros(15, dtype=bool), ClusterSettings())
+    nothing_new, all_aside = _around_fresh(vectors, rest, np.zeros(15, dtype=bool), ClusteringConfig())
     assert len(nothing_new) == 0 and list(all_aside) == list(rest)
 
 
@@ -129,11 +126,11 @@ def test_hdbscan_labels_are_the_hdbscan_packages_own() -> None:
             metric="precomputed", min_cluster_size=2, min_samples=2, max_dist=2.0, allow_single_cluster=single
         ).fit_predict(distances)
         assert expected.max() >= 3  # a non-trivial case
-        assert list(_hdbscan(distances, ClusterSettings(), len(vectors), single)) == list(expected)
+        assert list(_hdbscan(distances, ClusteringConfig(), len(vectors), single)) == list(expected)
 
 
 def test_smoothing_reaches_as_far_as_a_median_cluster_has_other_members() -> None:
-    settings = ClusterSettings(smooth_from=7)
+    settings = ClusteringConfig(smooth_from=7)
     assert smoothing_reach(np.repeat(np.arange(5), [9, 10, 12, 30, 2]), 15, settings) == 9
     assert smoothing_reach(np.repeat(np.arange(3), [40, 50, 60]), 15, settings) == 15  # at most k
     assert smoothing_reach(np.repeat(np.arange(4), [3, 4, 5, 30]), 15, settings) == 0  # too sparse
@@ -158,14 +155,15 @@ def test_a_new_cluster_must_hold_something_new() -> None:
 
 _CLUSTER_WITH_TWINS = """
 import sys, numpy as np
-from feedback_insights.clustering import ClusterSettings, cluster
+from feedback_insights.clusters import cluster
+from feedback_insights.config import ClusteringConfig
 rng = np.random.default_rng(7)
 centres = rng.normal(size=(20, 384))
 base = centres[rng.integers(0, 20, 300)] + rng.normal(scale=0.8, size=(300, 384))
 weights = 1 / np.arange(1, 301) ** 1.1
 vectors = np.vstack([base, base[rng.choice(300, 200, p=weights / weights.sum())]])  # exact repeats
 vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-sys.stdout.write(",".join(map(str, cluster(vectors, ClusterSettings()))))
+sys.stdout.write(",".join(map(str, cluster(vectors, ClusteringConfig()))))
 """
 
 

@@ -9,11 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from feedback_insights.clustering import ClusterSettings, background, cluster, place
+from feedback_insights.clusters import background, cluster, place
+from feedback_insights.config import ClusteringConfig
 
 from .conftest import SHARED
 
-NO_SMOOTHING = ClusterSettings(smooth_from=10_000)
+NO_SMOOTHING = ClusteringConfig(smooth_from=10_000)
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +63,12 @@ def test_a_cluster_cut_on_smoothed_vectors_takes_its_own_reports_back(clinc) -> 
     held, kept = clustered[::10], np.setdiff1d(clustered, clustered[::10])
     centre = background(vectors)
 
-    def rejoined(settings: ClusterSettings) -> float:
+    def rejoined(settings: ClusteringConfig) -> float:
         placement = place(vectors[held], vectors[kept], labels[kept], settings, centre=centre)
         return float(np.mean(placement.existing == labels[held]))
 
-    assert rejoined(ClusterSettings()) >= 0.9
-    assert rejoined(ClusterSettings()) > rejoined(NO_SMOOTHING) + 0.05
+    assert rejoined(ClusteringConfig()) >= 0.9
+    assert rejoined(ClusteringConfig()) > rejoined(NO_SMOOTHING) + 0.05
 
 
 def test_new_problems_arriving_among_existing_clusters_are_smoothed_too(clinc) -> None:
@@ -77,14 +78,14 @@ def test_new_problems_arriving_among_existing_clusters_are_smoothed_too(clinc) -
     vectors, gold = clinc
     earlier = np.isin(gold, np.unique(gold)[:12])
 
-    def arrivals(settings: ClusterSettings) -> tuple[float, float, float]:
+    def arrivals(settings: ClusteringConfig) -> tuple[float, float, float]:
         labels = cluster(vectors[earlier], settings)
         kept = labels >= 0
         placement = place(vectors[~earlier], vectors[earlier][kept], labels[kept], settings)
         found = np.where(placement.existing >= 0, placement.existing + labels.max() + 1, placement.new)
         return float(np.mean(placement.existing >= 0)), *_pairwise(found, gold[~earlier])
 
-    joined, precision, recall = arrivals(ClusterSettings())
+    joined, precision, recall = arrivals(ClusteringConfig())
     _, plain_precision, plain_recall = arrivals(NO_SMOOTHING)
     assert joined < 0.05
     assert recall > plain_recall + 0.1  # 0.45 → 0.64

@@ -8,11 +8,10 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from feedback_insights.clusters import cluster_new_records
+from feedback_insights.clusters import cluster_new_records, demand
 from feedback_insights.config import embedded_default
-from feedback_insights.demand import demand
 from feedback_insights.ingest import ingest
-from feedback_insights.scoring import score_new_records
+from feedback_insights.signals import score_new_records
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import SAMPLE
@@ -106,8 +105,7 @@ def test_in_session_complaints_are_not_separable_with_this_model(clustered: Ware
     of the test above."""
     import numpy as np
 
-    from feedback_insights.clustering import unit
-    from feedback_insights.embedding import record_text
+    from feedback_insights.clusters import record_text, unit
 
     units = {t["record_id"]: t["problem"] for t in TRUTH
              if not t["invalid"] and t["record_id"] and t["problem"] and t["service"] == "pags-console"

@@ -15,11 +15,17 @@ import httpx
 import pytest
 from backloop import FeedbackClient, FeedbackHandler, forward_to, validate_ack
 
-from feedback_insights.collector.client import CollectorClient, CollectorError, send_known_issue
 from feedback_insights.config import Config, HttpCollectorConfig, PrivacyConfig, WarehouseConfig
-from feedback_insights.ingest import ingest
-from feedback_insights.processing import process
-from feedback_insights.sources import open_source
+from feedback_insights.ingest import (
+    CollectorClient,
+    CollectorError,
+    cursors,
+    ingest,
+    open_source,
+    process,
+    start_run,
+    store_batch,
+)
 from feedback_insights.warehouse import Warehouse
 
 from .collector_server import (
@@ -211,8 +217,8 @@ def test_the_pipeline_pulls_each_record_once_even_after_a_crash(tmp_path: Path, 
         first = next(iter(open_source(config.sources[0]).batches({})))
         processed = process(first.items, collector="acme", source_uri=first.source_uri,
                             received_at="2026-11-30T00:00:00Z", pseudonymise=lambda a: a)
-        wh.store_batch(processed, collector="acme", source_uri=first.source_uri, run_id=wh.start_run())
-        assert wh.cursors("acme") == {}
+        store_batch(wh, processed, collector="acme", source_uri=first.source_uri, run_id=start_run(wh))
+        assert cursors(wh, "acme") == {}
         # ...the next run pulls that page again: nothing doubled, nothing missing.
         summary = ingest(config, wh)
         assert (summary.counts.new, summary.counts.already) == (4, 3)
@@ -291,11 +297,21 @@ def test_requests_are_logged_as_json_lines_without_feedback_text(server: Running
     assert "private" not in caplog.text
 
 
-def test_the_known_issue_sink_reaches_every_collector(tmp_path: Path) -> None:
+def _put_everywhere(clients: list[CollectorClient], issue: dict, match: dict) -> list[str]:
+    errors = []
+    for client in clients:
+        try:
+            client.put_known_issue(issue, match)
+        except CollectorError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def test_known_issues_reach_every_collector_and_a_refused_key_is_named(tmp_path: Path) -> None:
     issue = {"id": "iss_2", "title": "Cursor repeats on page 2", "status": "acknowledged"}
     with running_collector(tmp_path / "a") as first, running_collector(tmp_path / "b") as second:
         clients = [CollectorClient(first.url, PIPELINE_KEY), CollectorClient(second.url, "wrong-key")]
-        errors = send_known_issue(clients, issue, {"record_ids": ["fb_1"]})
+        errors = _put_everywhere(clients, issue, {"record_ids": ["fb_1"]})
         for client in clients:
             client.close()
         assert [i["id"] for i in httpx.get(first.url + "/v1/known-issues", headers=PIPE).json()["known_issues"]] == ["iss_2"]

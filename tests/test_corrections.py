@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from feedback_insights.clusters import cluster_new_records
+from feedback_insights.clusters import CorrectionError, cluster_new_records, merge, set_ignored, split
 from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
-from feedback_insights.corrections import CorrectionError, merge, set_ignored, split
 from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
 

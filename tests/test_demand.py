@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from feedback_insights.clusters import demand
 from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
-from feedback_insights.demand import demand
 from feedback_insights.ingest import ingest
-from feedback_insights.scoring import score_new_records
+from feedback_insights.signals import score_new_records
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import write_jsonl

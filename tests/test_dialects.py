@@ -8,10 +8,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from feedback_insights import dialects
-from feedback_insights.dialects import Origin
-from feedback_insights.processing import RawItem, process
-from feedback_insights.record import FIELDS
+from feedback_insights.core import FIELDS
+from feedback_insights.ingest import RawItem, dialects, process
+from feedback_insights.ingest.dialects import Origin
 
 from .conftest import REPO
 
@@ -22,8 +21,8 @@ ORIGIN = Origin("test", "2026-11-30T00:00:00Z", digest="abc", service="default-s
 def normalise(obj: Any, choice: str = "auto") -> list[dict[str, Any]]:
     name = dialects.detect(obj, choice)
     assert name is not None, obj
-    assert dialects.MODULES[name].validate(obj) == []
-    records = dialects.MODULES[name].normalise(obj, ORIGIN)
+    assert dialects.dialect(name).validate(obj) == []
+    records = dialects.dialect(name).normalise(obj, ORIGIN)
     for record in records:
         jsonschema.Draft202012Validator(CANONICAL, format_checker=jsonschema.FormatChecker()).validate(record)
         assert list(record) == list(FIELDS)

@@ -15,8 +15,7 @@ import polars as pl
 import pytest
 
 from feedback_insights.config import embedded_default
-from feedback_insights.digest import SPARK_WEEKS, Week, build
-from feedback_insights.digest_render import chat_text, render, write
+from feedback_insights.digest import SPARK_WEEKS, Week, build, chat_text, render, write
 from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 

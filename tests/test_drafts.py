@@ -10,18 +10,22 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from feedback_insights.clusters import demand
 from feedback_insights.config import Config, DraftsConfig, EvidenceLinks, embedded_default
-from feedback_insights.demand import demand
-from feedback_insights.draft_input import DraftInput, draft_input
-from feedback_insights.drafts import crosses_threshold, draft_clusters
-from feedback_insights.issue_text import MAX_BODY, cluster_of, render_body
-from feedback_insights.review import (
+from feedback_insights.drafts import (
+    MAX_BODY,
+    DraftInput,
     ReviewError,
     approve,
+    cluster_of,
+    crosses_threshold,
+    draft_clusters,
+    draft_input,
     edit_form,
     get_draft,
     history,
     reject,
+    render_body,
     save_edit,
 )
 from feedback_insights.warehouse import Warehouse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from feedback_insights.embedding import MiniLMEmbedder, embed_with_cache, record_text, text_sha256
+from feedback_insights.clusters import MiniLMEmbedder, embed_with_cache, record_text, text_sha256
 from feedback_insights.warehouse import Warehouse
 
 
@@ -57,7 +57,7 @@ def test_the_model_loads_without_the_network(tmp_path) -> None:
     import sys
 
     # A child process with no proxy and an unroutable hub endpoint: loading must not need it.
-    code = ("from feedback_insights.embedding import MiniLMEmbedder; "
+    code = ("from feedback_insights.clusters import MiniLMEmbedder; "
             "print(MiniLMEmbedder().encode(['hello']).shape)")
     env = {"PATH": "/usr/bin:/bin", "HF_ENDPOINT": "http://127.0.0.1:9", "HOME": str(tmp_path),
            "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
@@ -70,8 +70,8 @@ def test_the_model_loads_without_the_network(tmp_path) -> None:
 def test_the_sql_and_python_compositions_agree_on_every_sample_record(tmp_path) -> None:
     from feedback_insights.clusters import text_sql
     from feedback_insights.config import embedded_default
+    from feedback_insights.core import FIELDS
     from feedback_insights.ingest import ingest
-    from feedback_insights.record import FIELDS
 
     config = embedded_default(tmp_path / "wh.duckdb")
     with Warehouse(config.warehouse.path) as wh:

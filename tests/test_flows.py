@@ -41,8 +41,8 @@ def _clusters(path: Path) -> set[frozenset[str]]:
 
 
 def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from feedback_insights.drafts import approve
     from feedback_insights.flows import FLOWS as flows
-    from feedback_insights.review import approve
     from feedback_insights.warehouse import Warehouse
 
     with running_github() as github:
@@ -116,7 +116,7 @@ def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
     leftover = subprocess.run(["pgrep", "-f", f"prefect server start --host 127.0.0.1 --port {port}"], capture_output=True, check=False)
     assert leftover.returncode == 1, "the Prefect server outlived serve"
     # The schedules were left active: the next serve (or a server started on that home) fires them.
-    from feedback_insights.prefect_server import local_server
+    from feedback_insights.flows import local_server
 
     with local_server(tmp_path / ".prefect") as api:
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=30).json()

@@ -19,9 +19,16 @@ from feedback_insights.config import (
     SqlTableConfig,
     WarehouseConfig,
 )
-from feedback_insights.ingest import ingest
-from feedback_insights.processing import Processed, process
-from feedback_insights.readers import read_items
+from feedback_insights.ingest import (
+    Processed,
+    cursors,
+    ingest,
+    process,
+    quarantine_entries,
+    read_items,
+    start_run,
+    store_batch,
+)
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import write_jsonl
@@ -109,7 +116,7 @@ def test_quarantine_keeps_the_raw_text_and_every_problem(tmp_path: Path) -> None
     config = files_config(tmp_path, drop)
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)
-        entries = {e["position"]: e for e in wh.quarantine().to_dicts()}
+        entries = {e["position"]: e for e in quarantine_entries(wh).to_dicts()}
     first, second = entries["line 1"], entries["line 2"]
     assert first["raw"] == '{"type": "bug", "goal": "", "message": "m", "severity": "high"}'
     assert {p["path"] for p in orjson.loads(first["problems"])} == {"goal", "severity"}
@@ -121,16 +128,16 @@ def test_a_failure_inside_a_batch_leaves_no_partial_batch_and_the_cursor_unmoved
     items = list(read_items(write_jsonl(tmp_path / "a.jsonl", [record(1), record(2), "junk"])))
     processed = process(items, collector="drop", source_uri="a", received_at="2026-11-30T00:00:00Z")
     with Warehouse(tmp_path / "wh.duckdb") as wh:
-        run = wh.start_run()
+        run = start_run(wh)
         # The cursor write violates NOT NULL after records and quarantine rows were inserted.
         with pytest.raises(duckdb.ConstraintException):
-            wh.store_batch(processed, collector="drop", source_uri="a", run_id=run, cursor={"file:x": None})  # type: ignore[dict-item]
+            store_batch(wh, processed, collector="drop", source_uri="a", run_id=run, cursor={"file:x": None})  # type: ignore[dict-item]
         assert rows(wh, "SELECT count(*) FROM records") == [(0,)]
         assert rows(wh, "SELECT count(*) FROM quarantine") == [(0,)]
-        assert wh.cursors("drop") == {}
-        counts = wh.store_batch(processed, collector="drop", source_uri="a", run_id=run, cursor={"file:x": "done"})
+        assert cursors(wh, "drop") == {}
+        counts = store_batch(wh, processed, collector="drop", source_uri="a", run_id=run, cursor={"file:x": "done"})
         assert (counts.new, counts.quarantined) == (2, 1)
-        assert wh.cursors("drop") == {"file:x": "done"}
+        assert cursors(wh, "drop") == {"file:x": "done"}
 
 
 def test_an_interrupted_file_resumes_after_its_last_stored_batch(tmp_path: Path) -> None:
@@ -139,19 +146,19 @@ def test_an_interrupted_file_resumes_after_its_last_stored_batch(tmp_path: Path)
     write_jsonl(drop / "a.jsonl", [record(i) for i in range(10)])
     config = files_config(tmp_path, drop, batch_size=4)
     with Warehouse(config.warehouse.path) as wh:
-        from feedback_insights.sources import open_source
-        from feedback_insights.sources.files import file_digest
+        from feedback_insights.ingest import open_source
+        from feedback_insights.ingest.sources.files import file_digest
 
         source = open_source(config.sources[0], batch_size=4)
         first = next(iter(source.batches({})))
         processed = process(first.items, collector="drop", source_uri=first.source_uri, received_at="2026-11-30T00:00:00Z")
-        wh.store_batch(processed, collector="drop", source_uri=first.source_uri, run_id=wh.start_run(), cursor=first.cursor)
+        store_batch(wh, processed, collector="drop", source_uri=first.source_uri, run_id=start_run(wh), cursor=first.cursor)
         # ...the process dies here. The next run picks up at item 4.
         key = f"file:{file_digest(drop / 'a.jsonl')}"
-        assert wh.cursors("drop") == {key: "4"}
+        assert cursors(wh, "drop") == {key: "4"}
         summary = ingest(config, wh)
         assert (summary.counts.new, summary.counts.already) == (6, 0)
-        assert wh.cursors("drop") == {key: "done"}
+        assert cursors(wh, "drop") == {key: "done"}
         assert rows(wh, "SELECT count(DISTINCT id) FROM records") == [(10,)]
 
 
@@ -170,7 +177,7 @@ def test_json_arrays_and_parquet_files_are_read_too(tmp_path: Path) -> None:
         summary = ingest(config, wh)
         assert (summary.counts.new, summary.counts.quarantined) == (2, 2)
         assert sorted(rows(wh, "SELECT dialect, service FROM records")) == [("rfc026", "identity-service"), ("session", "pags")]
-        positions = sorted(e["position"] for e in wh.quarantine().to_dicts())
+        positions = sorted(e["position"] for e in quarantine_entries(wh).to_dicts())
         assert positions == ["document", "index 1"]
 
 
@@ -249,9 +256,9 @@ def test_migrations_are_recorded_and_not_reapplied(tmp_path: Path) -> None:
 
 def test_empty_processed_batch_only_moves_the_cursor(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "wh.duckdb") as wh:
-        counts = wh.store_batch(Processed(), collector="c", source_uri="u", run_id=wh.start_run(), cursor={"k": "v"})
+        counts = store_batch(wh, Processed(), collector="c", source_uri="u", run_id=start_run(wh), cursor={"k": "v"})
         assert (counts.new, counts.quarantined) == (0, 0)
-        assert wh.cursors("c") == {"k": "v"}
+        assert cursors(wh, "c") == {"k": "v"}
 
 
 def test_identical_copies_are_counted_across_batches_of_one_file(tmp_path: Path) -> None:

@@ -9,14 +9,19 @@ from pathlib import Path
 import orjson
 import pytest
 
-from feedback_insights import neutralise
+from feedback_insights.clusters import demand
 from feedback_insights.config import DraftsConfig, EvidenceLinks, LLMConfig, embedded_default
-from feedback_insights.demand import demand
-from feedback_insights.draft_input import DraftInput, draft_input
-from feedback_insights.drafting import estimate_tokens, llm_draft, prompt_messages
-from feedback_insights.drafts import draft_clusters
-from feedback_insights.issue_text import cluster_of
-from feedback_insights.llm import ChatClient
+from feedback_insights.drafts import (
+    ChatClient,
+    DraftInput,
+    cluster_of,
+    draft_clusters,
+    draft_input,
+    estimate_tokens,
+    llm_draft,
+    neutralise,
+    prompt_messages,
+)
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import sample_copy

@@ -11,7 +11,6 @@ import pytest
 from backloop import FeedbackClient, FeedbackHandler, forward_to
 
 from feedback_insights.clusters import cluster_new_records
-from feedback_insights.collector.client import CollectorClient
 from feedback_insights.config import (
     Config,
     GitHubConfig,
@@ -19,12 +18,10 @@ from feedback_insights.config import (
     PrivacyConfig,
     WarehouseConfig,
 )
-from feedback_insights.drafts import draft_clusters
-from feedback_insights.github_issues import IssueTracker
-from feedback_insights.ingest import ingest
-from feedback_insights.publish import publish
-from feedback_insights.review import approve, edit_form, save_edit
-from feedback_insights.scoring import score_new_records
+from feedback_insights.drafts import approve, draft_clusters, edit_form, save_edit
+from feedback_insights.ingest import CollectorClient, ingest
+from feedback_insights.publish import IssueTracker, publish
+from feedback_insights.signals import score_new_records
 from feedback_insights.warehouse import Warehouse
 
 from .collector_server import AGENT_KEY, INGEST_KEY, PIPELINE_KEY, running_collector

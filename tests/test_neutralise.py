@@ -4,7 +4,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from feedback_insights import neutralise
+from feedback_insights.drafts import neutralise
 from tests.markdown_check import active_elements, parser
 
 ATTACKS = [

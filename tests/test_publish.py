@@ -10,7 +10,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from feedback_insights.collector.client import CollectorClient
 from feedback_insights.config import (
     Config,
     GitHubConfig,
@@ -18,11 +17,9 @@ from feedback_insights.config import (
     SqlTableConfig,
     embedded_default,
 )
-from feedback_insights.drafts import draft_clusters
-from feedback_insights.github_issues import IssueState, IssueTracker
-from feedback_insights.issue_text import cluster_of
-from feedback_insights.publish import publish
-from feedback_insights.review import approve, edit_form, get_draft, save_edit
+from feedback_insights.drafts import approve, cluster_of, draft_clusters, edit_form, get_draft, save_edit
+from feedback_insights.ingest import CollectorClient
+from feedback_insights.publish import IssueState, IssueTracker, publish
 from feedback_insights.warehouse import Warehouse
 
 from .collector_server import PIPELINE_KEY, RunningCollector, running_collector
@@ -328,7 +325,7 @@ def test_failures_around_filing_are_one_line_each_and_the_run_goes_on(github: Gi
 
 
 def test_an_approved_draft_whose_cluster_was_merged_is_not_filed(github: GitHubFake, drafted: Path) -> None:
-    from feedback_insights.corrections import merge
+    from feedback_insights.clusters import merge
 
     config = _config(drafted, github)
     with Warehouse(drafted) as wh:

@@ -15,7 +15,7 @@ import pytest
 
 from feedback_insights.config import SAMPLE_HMAC_KEY, embedded_default
 from feedback_insights.ingest import ingest
-from feedback_insights.pseudonymise import Pseudonymiser
+from feedback_insights.privacy import Pseudonymiser
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import SAMPLE

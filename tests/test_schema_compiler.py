@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedback_insights.problems import Problem
-from feedback_insights.schema_compiler import SchemaSet, compile_schema, is_date_time
+from feedback_insights.core import Problem, SchemaSet, compile_schema, is_date_time
 
 from .conftest import REPO
 

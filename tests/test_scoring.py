@@ -6,8 +6,7 @@ from pathlib import Path
 
 from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
 from feedback_insights.ingest import ingest
-from feedback_insights.scoring import score_new_records
-from feedback_insights.signals import SOURCE
+from feedback_insights.signals import SOURCE, score_new_records
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import write_jsonl

@@ -14,10 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedback_insights.config import embedded_default
-from feedback_insights.ingest import ingest
-from feedback_insights.processing import RawItem, process
-from feedback_insights.pseudonymise import Pseudonymiser, is_pseudonym
-from feedback_insights.scrub import Redactor, find, scrub_json, scrub_text
+from feedback_insights.ingest import RawItem, ingest, process
+from feedback_insights.privacy import Pseudonymiser, Redactor, find, is_pseudonym, scrub_json, scrub_text
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import SAMPLE, SHARED

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from feedback_insights.record import FIELDS, TEXT_FIELDS
+from feedback_insights.core import FIELDS, TEXT_FIELDS
 from feedback_insights.signals import (
     DOMAIN_LEXICON,
     SOURCE,

@@ -1,0 +1,49 @@
+"""The collector server's commands: ``collector serve`` and ``collector hash-key``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._app import ConfigOption, UserError, app, load_config, out
+
+collector_app = typer.Typer(help="The collector server agents and services send feedback to.")
+app.add_typer(collector_app, name="collector")
+
+
+@collector_app.command("serve")
+def collector_serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
+    db: Annotated[Path | None, typer.Option(help="SQLite file (default: [collector] db).")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve the collector API (OpenAPI at /docs and /openapi.json)."""
+    import logging
+
+    import uvicorn
+
+    from ..collector import Collector, Store, create_app
+    from ..config import ENV_HMAC_KEY, embedded_default
+    from ..privacy import Pseudonymiser
+
+    cfg = load_config(config)
+    if cfg == embedded_default() and not os.environ.get(ENV_HMAC_KEY):
+        # The sample's key is published: real customers' accounts need a key of their own.
+        raise UserError(f"the collector pseudonymises real accounts: set {ENV_HMAC_KEY} (or give a --config)")
+    settings = cfg.collector if db is None else cfg.collector.model_copy(update={"db": db})
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db))
+    out.print(f"collector on http://{host}:{port}  ·  store {settings.db}  ·  auth {settings.auth}", highlight=False)
+    uvicorn.run(create_app(collector), host=host, port=port, log_level="warning", access_log=False)
+
+
+@collector_app.command("hash-key")
+def collector_hash_key(key: Annotated[str, typer.Argument(help="The key to write in the configuration.")]) -> None:
+    """Print how a key is written in [collector] (keys are stored hashed)."""
+    from ..collector import hash_key
+
+    out.print(hash_key(key), highlight=False)

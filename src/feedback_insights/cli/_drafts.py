@@ -1,0 +1,198 @@
+"""The drafting commands: ``draft``, ``drafts …`` (review) and ``draft-preview``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+from rich.markup import escape
+
+from ._app import ByOption, ConfigOption, UserError, actor, app, err, in_warehouse, load_config, out
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..drafts import ChatClient
+    from ..warehouse import Warehouse
+
+drafts_app = typer.Typer(help="Drafted issues: review them before they are filed.")
+app.add_typer(drafts_app, name="drafts")
+
+DraftId = Annotated[int, typer.Argument(help="The draft (feedback-insights drafts list).")]
+T = TypeVar("T")
+
+
+def _chat_client(cfg: Config) -> ChatClient | None:
+    from ..drafts import ChatClient
+
+    return ChatClient(cfg.llm) if cfg.llm else None
+
+
+def draft_with_progress(cfg: Config) -> None:
+    """The pipeline stage: draft or redraft the clusters that crossed the threshold."""
+    from ..drafts import draft_clusters
+    from ..warehouse import Warehouse
+
+    client = _chat_client(cfg)
+    try:
+        with Warehouse(cfg.warehouse.path) as warehouse, err.status("drafting issues") as status:
+            run = draft_clusters(cfg, warehouse, client, on_draft=lambda c: status.update(f"drafted cluster {c}"))
+    finally:
+        if client:
+            client.close()
+    out.print(f"[bold]drafts[/]: {run.line()}", highlight=False)
+
+
+@app.command()
+def draft(config: ConfigOption = None) -> None:
+    """Draft an issue for every cluster that crossed the demand threshold (LLM-assisted when
+    [llm] is configured), and refresh pending drafts of clusters that grew."""
+    draft_with_progress(load_config(config))
+
+
+def _review(action: Callable[[Warehouse], T], cfg: Config) -> T:
+    from ..drafts import ReviewError
+
+    return in_warehouse(cfg, action, ReviewError)
+
+
+@drafts_app.command("list")
+def drafts_list(
+    status: Annotated[str | None, typer.Option(help="pending | approved | rejected | filed")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Drafts, pending ones first, by distinct accounts."""
+    from rich.table import Table
+
+    from ..drafts import list_drafts
+
+    rows = _review(lambda w: list_drafts(w, status).to_dicts(), load_config(config))
+    table = Table(title=f"{len(rows)} drafts")
+    for name in ("id", "status", "accounts", "reports"):
+        table.add_column(name, justify="left" if name == "status" else "right", no_wrap=True)
+    table.add_column("title / issue", overflow="fold", ratio=1)
+    for r in rows:
+        status_text = r["status"] + (f" ({r['known_status']})" if r["known_status"] else "") + (" · edited" if r["edited"] else "")
+        title = r["title"] + (f"\n{r['issue_url']}" if r["issue_url"] else "") + (" (LLM)" if r["drafted_by"] == "llm" else "")
+        table.add_row(*(escape(str(c)) for c in (r["id"], status_text, r["accounts"], r["reports"], title)))
+    out.print(table)
+
+
+@drafts_app.command("show")
+def drafts_show(draft_id: DraftId, config: ConfigOption = None) -> None:
+    """A draft's title, labels, workaround and body as it will be filed, then its history."""
+    from ..drafts import get_draft, history
+
+    draft, actions = _review(lambda w: (get_draft(w, draft_id), history(w, draft_id)), load_config(config))
+    out.print(f"[bold]{escape(draft['title'])}[/]", highlight=False)
+    out.print(f"status {draft['status']} · labels {', '.join(draft['labels'])} · drafted by {draft['drafted_by']}"
+              + (f" · LLM fallback: {escape(draft['llm_error'])}" if draft["llm_error"] else ""), highlight=False)
+    out.print(f"workaround: {escape(draft['workaround'] or '(none; drafts edit sets one)')}", highlight=False)
+    if draft["issue_url"]:
+        out.print(f"issue: {draft['issue_url']} ({draft['known_status']})", highlight=False)
+    out.rule()
+    out.print(escape(draft["body"]), highlight=False, markup=False)
+    out.rule()
+    for a in actions:
+        out.print(f"{a['acted_at']:%Y-%m-%d %H:%M} {a['action']} by {escape(a['actor'])} {escape(a['detail'] or '')}", highlight=False)
+
+
+@drafts_app.command("approve")
+def drafts_approve(draft_id: DraftId, by: ByOption = None, config: ConfigOption = None) -> None:
+    """Approve a draft: the next publish files it."""
+    from ..drafts import approve
+
+    _review(lambda w: approve(w, draft_id, actor(by)), load_config(config))
+    out.print(f"approved draft {draft_id}; feedback-insights publish files it")
+
+
+@drafts_app.command("reject")
+def drafts_reject(
+    draft_id: DraftId,
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept with the decision).")],
+    by: ByOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Reject a draft; its cluster gets no other draft."""
+    from ..drafts import reject
+
+    _review(lambda w: reject(w, draft_id, actor(by), reason), load_config(config))
+    out.print(f"rejected draft {draft_id}")
+
+
+@drafts_app.command("edit")
+def drafts_edit(draft_id: DraftId, by: ByOption = None, config: ConfigOption = None) -> None:
+    """Edit title, labels, workaround (what collectors tell agents) and body in $EDITOR."""
+    from ..drafts import edit_form, get_draft, save_edit
+
+    cfg = load_config(config)
+    draft = _review(lambda w: get_draft(w, draft_id), cfg)
+    edited = _in_editor(edit_form(draft))
+    if edited is None:
+        out.print("no change")
+        return
+    changed = _review(lambda w: save_edit(w, draft_id, actor(by), edited), cfg)
+    out.print(f"draft {draft_id}: changed {', '.join(changed)}" if changed else "no change")
+
+
+def _in_editor(text: str) -> str | None:
+    """``text`` edited in ``$VISUAL`` / ``$EDITOR`` (default vi); None when left unchanged."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "draft.md"
+        path.write_text(text, encoding="utf-8")
+        try:
+            done = subprocess.run([*shlex.split(editor), str(path)], check=False)
+        except FileNotFoundError:
+            raise UserError(f"editor {editor!r} not found: set $EDITOR") from None
+        if done.returncode != 0:
+            raise UserError(f"editor {editor!r} exited with {done.returncode}; nothing saved")
+        edited = path.read_text(encoding="utf-8")
+    return None if edited == text else edited
+
+
+@app.command("draft-preview")
+def draft_preview(
+    input: Annotated[Path, typer.Option("--input", "-i", exists=True, dir_okay=False, help="JSONL records, treated as one cluster.")],
+    prompt: Annotated[bool, typer.Option("--prompt", help="Also print the messages an LLM would be sent.")] = False,
+    llm: Annotated[bool, typer.Option("--llm", help="Draft with the configured [llm] endpoint (calls it).")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Print the issue the pipeline would draft for these records, as JSON {title, body, labels}."""
+    import orjson
+
+    from ..config import DEFAULT_PROMPT_TOKENS
+    from ..drafts import PreviewError, llm_draft, preview_input, prompt_messages, read_records, template_draft
+    from ..warehouse import Warehouse
+
+    cfg = load_config(config)
+    if llm and cfg.llm is None:
+        raise UserError("--llm needs an [llm] section in the configuration")
+    try:
+        records = read_records(input, cfg)
+    except PreviewError as exc:
+        raise UserError(str(exc)) from None
+    with Warehouse(":memory:") as warehouse:
+        inputs = preview_input(records, warehouse)
+    if llm:
+        assert cfg.llm is not None  # checked above
+        from ..drafts import ChatClient
+
+        with ChatClient(cfg.llm) as client:
+            result = llm_draft(inputs, cfg.drafts, client)
+        if result.llm_error:
+            err.print(f"[yellow]LLM draft not used[/]: {escape(result.llm_error)}", highlight=False)
+    else:
+        result = template_draft(inputs, cfg.drafts)
+    shown = result.as_json()
+    if prompt:
+        budget = cfg.llm.max_prompt_tokens if cfg.llm else DEFAULT_PROMPT_TOKENS
+        shown["messages"] = prompt_messages(inputs, cfg.drafts, budget)
+    sys.stdout.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode() + "\n")

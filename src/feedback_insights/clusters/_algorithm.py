@@ -1,0 +1,554 @@
+"""Precision-first clustering of report embeddings, incremental, with stable ids.
+
+Merging two different problems into one issue is worse than splitting one, so every step leans
+towards precision. Raw HDBSCAN on 384-d vectors grows with n² and UMAP costs a minute of
+compilation per process, so neither is used directly. The steps:
+
+1. **Centre** the vectors on the view's background direction (:func:`background`) and
+   re-normalise: sentence embeddings share a large common direction (reports about one service
+   all "look alike"); removing it lets one set of cosine thresholds hold across corpora.
+2. **Neighbours:** exact k-nearest neighbours (blocked matrix products) on a 64-d PCA
+   projection: cheap, and as good as 384-d for neighbour search.
+3. **HDBSCAN** (``hdbscan`` package, clusters of two allowed) on shared-nearest-neighbour
+   distances (``1 − |N(i) ∩ N(j)| / (k + 1)``) over that sparse graph: density that adapts to
+   the local scale. It yields pure fragments.
+4. **Merge fragments** whose centroids are close (average linkage, ``merge_similarity``).
+5. **Attach** left-over points by the rule that places a new report in an existing cluster
+   (:func:`assign`): its nearest centroid must be close *and* so must one member; then **trim**
+   members the same rule would not admit, so one stray report cannot sink a cluster.
+6. **Pairs:** two left-over reports that are each other's nearest and would each join the
+   other form a cluster (HDBSCAN's density view misses duplicates that come in twos, the
+   common case); attach and trim again.
+7. **Cohesion gate:** a cluster whose members are, on average, less alike than
+   ``min_cohesion``, or hardly more alike to each other than to their ten nearest outsiders
+   (``separation``), is dissolved: better unclustered than merged wrongly.
+8. **Smoothing**, where problems are well populated: when the median cluster of steps 3–6 has
+   more than ``smooth_from`` members, each vector is pulled towards its nearest neighbours (as
+   many as a median cluster has other members, at most ``neighbours``) — ``x ← 0.3·x₀ +
+   0.7·W x``, twice, ``W`` the cosine weights of the neighbour graph — and steps 2–6 run again
+   with HDBSCAN and the merge on the smoothed vectors (``smoothed_merge_similarity``); the gate
+   of step 7 then asks for ``smoothed_separation`` on them. Averaging over a neighbourhood
+   removes the noise of single phrasings, so a problem with thirty reports comes out as one
+   cluster instead of several fragments. With a handful of reports per problem a report's
+   neighbours are mostly other problems' reports and averaging would merge them: that is why
+   the first pass decides, and why attaching and trimming still judge the reports themselves.
+
+Incremental runs (:func:`place`): new reports first try to join existing clusters with
+:func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it, on
+smoothed vectors where the partition's clusters are large enough for step 8 (else they stay
+out); what is left is clustered among itself (steps 2–8), together with the earlier left-overs
+near a new report (a new cluster must hold one). Members never move, so cluster ids are stable
+by construction. Defaults and their measured effect: README, "Clusters and demand";
+``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..config import ClusteringConfig
+
+
+@dataclass(slots=True)
+class Placement:
+    """Where each pending vector went: an existing cluster (by the caller's id) or a new one
+    (by a local index ``0 .. new_count-1``); -1 in both for a vector that joined nothing."""
+
+    existing: np.ndarray
+    new: np.ndarray
+    new_count: int
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def place(
+    pending: np.ndarray,
+    members: np.ndarray,
+    member_ids: np.ndarray,
+    settings: ClusteringConfig = ClusteringConfig(),
+    centre: np.ndarray | None = None,
+    fresh: np.ndarray | None = None,
+    curated: np.ndarray | None = None,
+) -> Placement:
+    """Offer ``pending`` vectors to the clusters of ``members`` (labelled ``member_ids``), then
+    cluster what joined nothing among itself. ``centre`` defaults to :func:`background` of both
+    sets. ``fresh`` marks the pending vectors never seen before (default: all): a new cluster
+    must hold one, because earlier left-overs that cluster only among themselves would have
+    done so when they were first seen — without this rule every run would re-cut the same
+    left-overs a little differently. ``curated`` lists the clusters a maintainer shaped (merged
+    or split): reports join them by the joining rule alone (see :func:`_gate_joins`)."""
+    if len(pending) == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return Placement(existing=empty, new=empty, new_count=0)
+    if centre is None:
+        centre = background(np.vstack([members, pending]))
+    pending_c, members_c = _centred(pending, centre), _centred(members, centre)
+    existing = np.full(len(pending), -1, dtype=np.int64)
+    if len(members):
+        joins = assign(pending_c, members_c, member_ids, settings)
+        existing = _gate_joins(pending_c, members_c, member_ids, joins, settings, curated)
+    rest = np.flatnonzero(existing < 0)
+    if fresh is not None:
+        rest, aside = _around_fresh(pending_c, rest, fresh, settings)
+    else:
+        aside = np.empty(0, dtype=np.int64)
+    # Everything already placed, or set aside, stays in view as outsiders, so a new cluster is
+    # judged against the same neighbourhood as it would have been had everything arrived at once.
+    outsiders = np.vstack([members_c, pending_c[existing >= 0], pending_c[aside]])
+    labels = cluster_centred(pending_c[rest], settings, outsiders)
+    if fresh is not None:
+        with_fresh = np.unique(labels[(labels >= 0) & fresh[rest]])
+        labels = _renumber(np.where(np.isin(labels, with_fresh), labels, -1))
+    new = np.full(len(pending), -1, dtype=np.int64)
+    new[rest] = labels
+    return Placement(existing=existing, new=new, new_count=int(labels.max()) + 1 if len(labels) else 0)
+
+
+def _around_fresh(
+    vectors: np.ndarray, rest: np.ndarray, fresh: np.ndarray, settings: ClusteringConfig, block: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split the unplaced rows ``rest`` into those worth clustering — the fresh ones and the
+    earlier left-overs among a fresh one's ``2 × neighbours`` nearest — and the rest, set
+    aside. A new cluster must hold a fresh report, so left-overs far from every fresh one could
+    only be re-cut among themselves; skipping them keeps a run's cost with what is new rather
+    than with the whole pool of one-off reports."""
+    import torch
+
+    is_fresh = fresh[rest]
+    if not is_fresh.any():
+        return rest[:0], rest  # without a fresh report no new cluster can form
+    old = rest[~is_fresh]
+    if len(old) == 0:
+        return rest, old
+    new_vectors = torch.from_numpy(np.ascontiguousarray(vectors[rest[is_fresh]], dtype=np.float32))
+    old_vectors = torch.from_numpy(np.ascontiguousarray(vectors[old], dtype=np.float32))
+    reach = min(2 * settings.neighbours, len(old))
+    near = np.zeros(len(old), dtype=bool)
+    for start in range(0, len(new_vectors), block):
+        scores = new_vectors[start : start + block] @ old_vectors.T
+        near[torch.topk(scores, reach, dim=1).indices.numpy().ravel()] = True
+    return np.sort(np.concatenate([rest[is_fresh], old[near]])), old[~near]
+
+
+def _gate_joins(
+    pending: np.ndarray,
+    members: np.ndarray,
+    member_ids: np.ndarray,
+    joins: np.ndarray,
+    settings: ClusteringConfig,
+    curated: np.ndarray | None = None,
+) -> np.ndarray:
+    """Undo the joins to any cluster that, grown by them, would fail the gate a new cluster must
+    pass (step 7); those reports are clustered with the rest instead. Each newcomer passes the
+    joining rule on its own, yet together they can turn a tight cluster into a broad one that a
+    run over everything at once would have dissolved: in a crowded corpus (bug reports sharing a
+    template) that made incremental runs far less precise than one run over everything.
+    ``curated`` clusters are exempt: a maintainer who merged two unalike clusters of one problem
+    made a cluster that fails the gate on purpose, and it must keep taking that problem's reports."""
+    joined = np.flatnonzero(joins >= 0)
+    if len(joined) == 0:
+        return joins
+    grown = np.isin(member_ids, joins[joined])
+    vectors = np.vstack([members[grown], pending[joined]])
+    outsiders = np.vstack([members[~grown], pending[joins < 0]])
+    gate = settings
+    reach = smoothing_reach(member_ids, settings.neighbours, settings)
+    if reach:  # the clusters were cut and gated on smoothed vectors (step 8): judge them there too
+        everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
+        vectors, outsiders, gate = everything[: len(vectors)], everything[len(vectors) :], _smoothed_gate(settings)
+    ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders)
+    refused = ids[loose & ~np.isin(ids, curated if curated is not None else [])]
+    joins = joins.copy()
+    joins[joined[np.isin(joins[joined], refused)]] = -1
+    return joins
+
+
+def background(vectors: np.ndarray, prior: int = 20) -> np.ndarray:
+    """The direction every report shares: the mean of the unit vectors, shrunk towards zero as
+    if ``prior`` more vectors had no common direction, so a handful of reports (whose mean is
+    mostly themselves) is barely centred at all."""
+    n = len(vectors)
+    return unit(vectors.astype(np.float32)).mean(axis=0) * (n / (n + prior)) if n else np.zeros(vectors.shape[1])
+
+
+def cluster(vectors: np.ndarray, settings: ClusteringConfig = ClusteringConfig()) -> np.ndarray:
+    """Labels ``0 .. k-1`` for a set clustered from scratch; -1 for unclustered."""
+    return place(vectors, np.empty((0, vectors.shape[1]), np.float32), np.empty(0, np.int64), settings).new
+
+
+def _centred(vectors: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    return unit(unit(vectors.astype(np.float32)) - centre)
+
+
+def cluster_centred(vectors: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None) -> np.ndarray:
+    """Steps 2–8 on vectors already centred; ``outsiders`` (already placed elsewhere) only
+    count in the separation test."""
+    n = len(vectors)
+    if n < 3:  # too few for HDBSCAN
+        return _pair_up(vectors, np.full(n, -1, dtype=np.int64), settings)
+    # Small sets get fewer neighbours: with k close to n every point shares every neighbour.
+    k = min(settings.neighbours, max(2, round(np.sqrt(n))))
+    # Identical rows are found before the projection, which may round them apart.
+    _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k, twins=twins)
+    labels = _cut(vectors, vectors, neighbours, settings, settings.merge_similarity)
+    reach = smoothing_reach(labels, k, settings)
+    if reach == 0:
+        return _renumber(_dissolve_loose(vectors, labels, settings, outsiders))
+    if outsiders is not None and len(outsiders):  # smoothed among everything in view, as in one run
+        everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
+        smoothed, outsiders = everything[:n], everything[n:]
+    else:
+        smoothed = _smooth_along(vectors, neighbours[:, :reach], sims[:, :reach], settings)
+    neighbours, _ = nearest_neighbours(_reduce(smoothed, settings.pca_dimensions), k, twins=twins)
+    labels = _cut(vectors, smoothed, neighbours, settings, settings.smoothed_merge_similarity)
+    return _renumber(_dissolve_loose(smoothed, labels, _smoothed_gate(settings), outsiders))
+
+
+def _cut(
+    vectors: np.ndarray, space: np.ndarray, neighbours: np.ndarray, settings: ClusteringConfig, merge: float
+) -> np.ndarray:
+    """Steps 3–6: HDBSCAN on the neighbour graph of ``space`` (the vectors, or their smoothed
+    version), fragments merged by their centroids there; attaching, trimming and pairing always
+    judge the vectors themselves, so a report joins a cluster for what it says, not for what
+    its neighbours say."""
+    n = len(vectors)
+    distances = _snn_distances(neighbours)
+    fragments = _hdbscan(distances, settings, n, single=False)
+    if (fragments >= 0).sum() == 0:  # nothing splits: the whole set may be one problem; the gates judge it
+        fragments = _hdbscan(distances, settings, n, single=True)
+    labels = _merge_fragments(space, fragments, merge)
+    labels = _trim(vectors, _attach(vectors, labels, settings), settings)
+    return _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
+
+
+def smoothing_reach(labels: np.ndarray, k: int, settings: ClusteringConfig) -> int:
+    """How many neighbours a vector is smoothed towards: one fewer than the median cluster's
+    size (capped at ``k``), so that a typical report's neighbours are reports of its own
+    problem; 0 (no smoothing) when that is fewer than ``smooth_from``. Where problems have only
+    a handful of reports each, smoothing would average across problems."""
+    _, sizes = np.unique(labels[labels >= 0], return_counts=True)  # labels may be any ids
+    reach = min(k, int(np.median(sizes)) - 1) if len(sizes) else 0
+    return reach if reach >= settings.smooth_from else 0
+
+
+def smooth(vectors: np.ndarray, reach: int, settings: ClusteringConfig) -> np.ndarray:
+    """``vectors`` each pulled towards its ``reach`` nearest neighbours (step 8)."""
+    reach = min(reach, len(vectors) - 1)
+    _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), reach, twins=twins)
+    return _smooth_along(vectors, neighbours, sims, settings)
+
+
+def _smooth_along(vectors: np.ndarray, neighbours: np.ndarray, sims: np.ndarray, settings: ClusteringConfig) -> np.ndarray:
+    """``x ← keep·x₀ + (1 − keep)·W x``, re-normalised, ``smooth_rounds`` times; ``W`` holds the
+    cosine weights of the symmetrised neighbour graph, rows summing to one."""
+    n, k = neighbours.shape
+    weights = sp.csr_matrix(
+        (np.maximum(sims, 0).ravel(), (np.repeat(np.arange(n), k), neighbours.ravel())), shape=(n, n), dtype=np.float32
+    )
+    weights = weights.maximum(weights.T).tocsr()
+    weights = sp.diags(1 / np.maximum(np.asarray(weights.sum(axis=1)).ravel(), 1e-12)) @ weights
+    smoothed = vectors
+    for _ in range(settings.smooth_rounds):
+        smoothed = unit(settings.smooth_keep * vectors + (1 - settings.smooth_keep) * (weights @ smoothed))
+    return smoothed.astype(np.float32)
+
+
+def _smoothed_gate(settings: ClusteringConfig) -> ClusteringConfig:
+    """The gate on smoothed vectors: there members are alike by construction (mean cosine well
+    above any ``min_cohesion``), so separation from outsiders decides."""
+    return settings.model_copy(update={"separation": settings.smoothed_separation})
+
+
+def _attach(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig) -> np.ndarray:
+    """Left-over points join a cluster by the same rule as new reports."""
+    labels = labels.copy()
+    noise = np.flatnonzero(labels < 0)
+    labels[noise] = assign(vectors[noise], vectors, labels, settings)
+    return labels
+
+
+def _pair_up(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig) -> np.ndarray:
+    """Two left-over reports that are each other's nearest and would each join the other make a
+    cluster: HDBSCAN's density view misses duplicates that come in pairs, the common case."""
+    labels = labels.copy()
+    left = np.flatnonzero(labels < 0)
+    if len(left) < 2 or settings.min_cluster_size > 2:
+        return labels
+    nearest, sims = nearest_neighbours(vectors[left], 1)
+    nearest, sims = nearest[:, 0], sims[:, 0]
+    mutual = (nearest[nearest] == np.arange(len(left))) & (np.arange(len(left)) < nearest)
+    alike = sims >= max(settings.join_nearest, settings.join_centroid, settings.min_cohesion)
+    first = np.flatnonzero(mutual & alike)
+    start = labels.max() + 1
+    labels[left[first]] = start + np.arange(len(first))
+    labels[left[nearest[first]]] = start + np.arange(len(first))
+    return labels
+
+
+def _hdbscan(distances: sp.csr_matrix, settings: ClusteringConfig, n: int, single: bool) -> np.ndarray:
+    """HDBSCAN labels for the sparse distances, as ``hdbscan.HDBSCAN(metric="precomputed")``
+    gives them. Its sparse path computes the mutual reachability graph one entry at a time in
+    Python (at 50,000 reports, clustering took 63.8 s with it, 44.9 s without), so that step
+    is done here with array operations; the spanning tree, the cluster tree and its selection
+    are hdbscan's own (``tests/test_clustering.py`` checks the labels are the same)."""
+    from scipy.sparse import csgraph
+
+    from ._hdbscan_tree import tree_to_labels  # imported here: hdbscan takes a while to import
+
+    reachability = _mutual_reachability(distances, max(1, min(settings.min_samples, n - 1)))
+    tree = csgraph.minimum_spanning_tree(reachability)
+    rows, cols = tree.nonzero()
+    weights = np.asarray(tree[rows, cols]).ravel()
+    edges = np.column_stack([rows, cols, weights])[np.argsort(weights)]
+    return tree_to_labels(edges, settings.min_cluster_size, single)
+
+
+def _mutual_reachability(distances: sp.csr_matrix, min_samples: int, max_dist: float = 2.0) -> sp.csr_matrix:
+    """``max(core(i), core(j), d(i, j))`` over the stored entries, ``core`` being a row's
+    ``min_samples``-th smallest distance (infinite, then ``max_dist``, when it has fewer)."""
+    distances = distances.tocsr().sorted_indices()
+    counts = np.diff(distances.indptr)
+    row = np.repeat(np.arange(distances.shape[0]), counts)
+    ordered = distances.data[np.lexsort((distances.data, row))]
+    core = np.full(distances.shape[0], np.inf)
+    enough = counts >= min_samples
+    core[enough] = ordered[distances.indptr[:-1][enough] + min_samples - 1]
+    reach = np.maximum(np.maximum(core[row], core[distances.indices]), distances.data)
+    reach[~np.isfinite(reach)] = max_dist
+    return sp.csr_matrix((reach, distances.indices, distances.indptr), shape=distances.shape)
+
+
+def assign(vectors: np.ndarray, members: np.ndarray, labels: np.ndarray, settings: ClusteringConfig) -> np.ndarray:
+    """The joining rule: each vector goes to the cluster whose centroid is nearest, if that
+    centroid is within ``join_centroid`` and some member within ``join_nearest``; else -1.
+    The second condition keeps a report from joining a broad cluster it only resembles on
+    average."""
+    out = np.full(len(vectors), -1, dtype=np.int64)
+    ids, centroids = _centroids(members, labels)
+    if len(ids) == 0 or len(vectors) == 0:
+        return out
+    clustered = np.flatnonzero(labels >= 0)
+    order = clustered[np.argsort(labels[clustered], kind="stable")]
+    starts = np.searchsorted(labels[order], ids)
+    ends = np.r_[starts[1:], len(order)]
+    for start in range(0, len(vectors), 4096):
+        block = vectors[start : start + 4096]
+        sims = block @ centroids.T
+        best = sims.argmax(axis=1)
+        close = np.flatnonzero(sims[np.arange(len(block)), best] >= settings.join_centroid)
+        for i in close:
+            own = order[starts[best[i]] : ends[best[i]]]
+            if float((members[own] @ block[i]).max()) >= settings.join_nearest:
+                out[start + i] = ids[best[i]]
+    return out
+
+
+def nearest_neighbours(
+    vectors: np.ndarray, k: int, block: int = 4096, twins: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cosine k-nearest neighbours (self excluded) of unit vectors: indices and similarities.
+
+    Identical rows (the same text, reported again) tie exactly, and which of them ``topk``
+    returns depends on how the matrix product was split across threads: a Dask worker with one
+    thread would cluster differently from the flow's process. So identical rows are found
+    first (``twins``: a group id per row, when the caller knows them from before a projection
+    that may round them apart) and take each other, in row order, as their nearest neighbours;
+    the rest come from the neighbours of one row per group."""
+    if twins is None:
+        _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    twins = np.asarray(twins).ravel()
+    sizes = np.bincount(twins)
+    if sizes.max() == 1:
+        return _topk(vectors, k, block)
+    _, firsts = np.unique(twins, return_index=True)
+    rows_of = np.split(np.argsort(twins, kind="stable"), np.cumsum(sizes)[:-1])
+    if len(firsts) > 1:
+        group_neighbours, group_sims = _topk(vectors[firsts], min(k, len(firsts) - 1), block)
+    else:
+        group_neighbours, group_sims = np.empty((1, 0), np.int64), np.empty((1, 0), np.float32)
+    n = len(vectors)
+    indices = np.empty((n, k), dtype=np.int64)
+    sims = np.empty((n, k), dtype=np.float32)
+    for row, group in enumerate(twins):
+        own = rows_of[group][rows_of[group] != row]
+        found = np.concatenate([own, *(rows_of[g] for g in group_neighbours[group])])[:k]
+        scores = np.concatenate([np.ones(len(own), np.float32), *(
+            np.full(sizes[g], s, np.float32) for g, s in zip(group_neighbours[group], group_sims[group], strict=True)
+        )])[:k]
+        indices[row, : len(found)], sims[row, : len(found)] = found, scores
+        indices[row, len(found) :], sims[row, len(found) :] = found[-1], scores[-1]  # fewer than k others exist
+    return indices, sims
+
+
+def _topk(vectors: np.ndarray, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Blocked matrix products with ``torch.topk`` (numpy's argpartition was twice the whole
+    clustering time at 50k points)."""
+    import torch
+
+    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
+    n = len(vectors)
+    indices = np.empty((n, k), dtype=np.int64)
+    sims = np.empty((n, k), dtype=np.float32)
+    for start in range(0, n, block):
+        scores = matrix[start : start + block] @ matrix.T
+        rows = torch.arange(scores.shape[0])
+        scores[rows, rows + start] = -float("inf")
+        values, found = torch.topk(scores, k, dim=1)
+        indices[start : start + block] = found.numpy()
+        sims[start : start + block] = values.numpy()
+    return indices, sims
+
+
+def _reduce(vectors: np.ndarray, dimensions: int) -> np.ndarray:
+    if dimensions >= vectors.shape[1] or dimensions >= len(vectors):
+        return vectors
+    from sklearn.decomposition import PCA
+
+    return unit(PCA(dimensions, svd_solver="randomized", random_state=0).fit_transform(vectors).astype(np.float32))
+
+
+def _snn_distances(neighbours: np.ndarray) -> sp.csr_matrix:
+    """Shared-nearest-neighbour distances on the symmetrised kNN graph, components bridged at
+    distance 2 (HDBSCAN needs one connected graph; bridges are the last links it would cut)."""
+    from scipy.sparse import csgraph
+
+    n, k = neighbours.shape
+    rows, cols = np.repeat(np.arange(n), k), neighbours.ravel()
+    adjacency = sp.csr_matrix((np.ones(n * k), (rows, cols)), shape=(n, n)) + sp.identity(n, format="csr")
+    shared = np.asarray(adjacency[rows].multiply(adjacency[cols]).sum(axis=1)).ravel()
+    distances = sp.csr_matrix((1 - shared / (k + 1) + 1e-6, (rows, cols)), shape=(n, n))
+    distances = distances.maximum(distances.T).tocsr()
+    count, component = csgraph.connected_components(distances, directed=False)
+    if count > 1:
+        first = np.unique(component, return_index=True)[1]
+        bridges = sp.csr_matrix((np.full(count - 1, 2.0), (first[:-1], first[1:])), shape=(n, n))
+        distances = (distances + bridges + bridges.T).tocsr()
+    return distances
+
+
+def _sums(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cluster ids, the sum of each cluster's vectors, and sizes."""
+    clustered = labels >= 0
+    ids = np.unique(labels[clustered])
+    membership = sp.csr_matrix(
+        (np.ones(clustered.sum()), (np.searchsorted(ids, labels[clustered]), np.flatnonzero(clustered))),
+        shape=(len(ids), len(vectors)),
+    )
+    return ids, np.asarray(membership @ vectors), np.asarray(membership.sum(axis=1)).ravel()
+
+
+def _centroids(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ids, sums, _ = _sums(vectors, labels)
+    return ids, unit(sums).astype(np.float32)
+
+
+def _merge_fragments(vectors: np.ndarray, fragments: np.ndarray, similarity: float) -> np.ndarray:
+    ids, centroids = _centroids(vectors, fragments)
+    if len(ids) < 2:
+        return fragments.astype(np.int64)
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    merged = fcluster(linkage(centroids, method="average", metric="cosine"), 1 - similarity, criterion="distance")
+    mapping = np.full(fragments.max() + 1, -1, dtype=np.int64)
+    mapping[ids] = merged - 1
+    return np.where(fragments >= 0, mapping[np.maximum(fragments, 0)], -1)
+
+
+def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, rounds: int = 2) -> np.ndarray:
+    """Drop members that the joining rule would not let in (leave-one-out centroid, nearest
+    other member), so a cluster is never judged loose because of one stray report."""
+    labels = labels.copy()
+    for _ in range(rounds):
+        ids, sums, _ = _sums(vectors, labels)
+        members = np.flatnonzero(labels >= 0)
+        if len(members) == 0:
+            break
+        cluster = np.searchsorted(ids, labels[members])
+        others = sums[cluster] - vectors[members]
+        norms = np.linalg.norm(others, axis=1)
+        to_centroid = np.where(norms > 1e-9, (others * vectors[members]).sum(axis=1) / np.maximum(norms, 1e-9), -1.0)
+        nearest = np.full(len(members), -1.0)
+        order = np.argsort(cluster, kind="stable")
+        for group in np.split(order, np.flatnonzero(np.diff(cluster[order])) + 1):
+            if len(group) > 1:
+                sims = vectors[members[group]] @ vectors[members[group]].T
+                np.fill_diagonal(sims, -1.0)
+                nearest[group] = sims.max(axis=1)
+        stray = (to_centroid < settings.join_centroid) | (nearest < settings.join_nearest)
+        if not stray.any():
+            break
+        labels[members[stray]] = -1
+        kept, sizes = np.unique(labels[labels >= 0], return_counts=True)
+        labels[np.isin(labels, kept[sizes < 2])] = -1
+    return labels
+
+
+def _dissolve_loose(
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None
+) -> np.ndarray:
+    """Dissolve the clusters that :func:`_loose` finds."""
+    ids, loose = _loose(vectors, labels, settings, outsiders)
+    return np.where(np.isin(labels, ids[loose]), -1, labels)
+
+
+def _loose(
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster ids, and which of them are not alike enough: mean pairwise cosine (for unit
+    vectors ``(|Σx|² − n) / (n(n − 1))``) below ``min_cohesion``, or not ``separation`` above the
+    members' mean similarity to their nearest outsiders. The second test is what catches a
+    loose group in a dense region (reports sharing a template), which any fixed cohesion
+    threshold either lets through or, set higher, takes real clusters with it."""
+    ids, sums, sizes = _sums(vectors, labels)
+    if len(ids) == 0:
+        return ids, np.zeros(0, dtype=bool)
+    cohesion = ((sums**2).sum(axis=1) - sizes) / np.maximum(sizes * (sizes - 1), 1)
+    clustered = labels >= 0
+    outside = np.bincount(
+        np.searchsorted(ids, labels[clustered]), weights=_outside_similarity(vectors, labels, outsiders)[clustered],
+        minlength=len(ids),
+    ) / sizes
+    return ids, (cohesion < settings.min_cohesion) | (cohesion - outside < settings.separation)
+
+
+def _outside_similarity(
+    vectors: np.ndarray, labels: np.ndarray, outsiders: np.ndarray | None = None, k: int = 10, block: int = 2048
+) -> np.ndarray:
+    """Each clustered point's mean cosine to its ``k`` nearest points outside its own cluster,
+    ``outsiders`` included (-1 when there are none); unclustered points get 0, unused."""
+    import torch
+
+    if outsiders is not None and len(outsiders):
+        everything = np.vstack([vectors, outsiders])
+        every_label = np.concatenate([labels, np.full(len(outsiders), -1, dtype=labels.dtype)])
+    else:
+        everything, every_label = vectors, labels
+    matrix = torch.from_numpy(np.ascontiguousarray(everything, dtype=np.float32))
+    label_t = torch.from_numpy(every_label)
+    out = np.zeros(len(vectors))
+    members = np.flatnonzero(labels >= 0)
+    for start in range(0, len(members), block):
+        rows = members[start : start + block]
+        scores = matrix[rows] @ matrix.T
+        scores[label_t[rows][:, None] == label_t[None, :]] = -float("inf")
+        values = torch.topk(scores, min(k, len(everything)), dim=1).values.numpy()
+        finite = np.isfinite(values)
+        counts = finite.sum(axis=1)
+        out[rows] = np.where(counts > 0, np.where(finite, values, 0).sum(axis=1) / np.maximum(counts, 1), -1.0)
+    return out
+
+
+def _renumber(labels: np.ndarray) -> np.ndarray:
+    if labels.size == 0:
+        return labels.astype(np.int64)
+    kept = np.unique(labels[labels >= 0])
+    mapping = np.full(labels.max() + 2, -1, dtype=np.int64)
+    mapping[kept] = np.arange(len(kept))
+    return np.where(labels >= 0, mapping[labels], -1)

@@ -1,0 +1,342 @@
+"""The clustering stage: embed new records, place them in clusters with stable ids, label.
+
+Two views share the machinery: ``reports`` (duplicate reports of one problem, or one thing
+agents praise) and ``goals`` (what agents were trying to do that the product could not do).
+Records are partitioned by service and polarity; no cluster ever spans two partitions.
+
+A run only looks at records it has not placed yet and at earlier records that joined nothing.
+Those are first offered to the existing clusters (:func:`place`); what stays
+unplaced is clustered among itself. A record, once in a cluster, only moves when a maintainer
+moves it, so ids and memberships are stable across runs by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+from duckdb import DuckDBPyConnection
+
+from ..config import DEFAULT_SHARD_SIZE, ClusteringConfig
+from ..core import now_utc
+from ..warehouse import Warehouse, registered, transaction
+from ._algorithm import Placement, background, place
+from ._embedding import (
+    FREE_TEXT,
+    MIN_WORDS,
+    PLACEHOLDER,
+    TEXT_COMPOSITION,
+    WORD,
+    Embedder,
+    MapShards,
+    embed_with_cache,
+    in_process,
+    text_sha256,
+    to_matrix,
+)
+from ._labels import key_terms, medoid
+
+VIEWS = ("reports", "goals")
+
+
+#: The free text key terms are drawn from (the embedded text also names category and tool).
+LABEL_FIELDS = ("summary", "detail", "expected", "actual")
+
+
+def text_sql(view: str, alias: str = "r", fields: tuple[str, ...] | None = None) -> str:
+    """The SQL expression for a view's embedded text, NULL when there are no words or (for
+    reports) too few of the report's own: :func:`record_text` in SQL."""
+    fields = fields or (TEXT_COMPOSITION if view == "reports" else ("goal",))
+    parts = ", ".join(f"nullif(trim(replace({alias}.{f}, '_', ' ')), '')" for f in fields)
+    text = f"nullif(concat_ws(chr(10), {parts}), '')"
+    if view != "reports":
+        return text
+    free = f"regexp_replace(concat_ws(' ', {', '.join(f'{alias}.{f}' for f in FREE_TEXT)}), '{PLACEHOLDER}', ' ', 'g')"
+    return f"CASE WHEN len(regexp_extract_all({free}, '{WORD}')) >= {MIN_WORDS} THEN {text} END"
+
+
+_POLARITY = "CASE WHEN r.lane = 'positive_feedback' THEN 'praise' ELSE 'problem' END"
+
+_PENDING = """
+SELECT r.collector, r.id, r.service, {polarity} AS polarity, {text} AS text, m.id IS NULL AS fresh
+FROM records r
+LEFT JOIN cluster_members m ON m.view = $view AND m.collector = r.collector AND m.id = r.id
+WHERE (m.id IS NULL OR (m.cluster_id IS NULL AND m.text_sha256 IS NOT NULL)) {only}
+ORDER BY r.received_at, r.collector, r.id
+"""
+
+_MEMBERS = """
+SELECT m.cluster_id, c.service, c.polarity, e.vector,
+       EXISTS (SELECT 1 FROM cluster_actions a
+               WHERE a.action IN ('merge', 'split') AND c.id IN (a.cluster_id, a.other_id)) AS curated
+FROM cluster_members m
+JOIN clusters c ON c.id = m.cluster_id
+JOIN embeddings e ON e.model = $model AND e.text_sha256 = m.text_sha256
+WHERE m.view = $view AND c.status <> 'merged'
+ORDER BY m.cluster_id, m.collector, m.id
+"""
+
+
+@dataclass(slots=True)
+class ClusterRun:
+    """What one run did, per view."""
+
+    considered: dict[str, int] = field(default_factory=dict)
+    joined: dict[str, int] = field(default_factory=dict)
+    new_clusters: dict[str, int] = field(default_factory=dict)
+    in_new: dict[str, int] = field(default_factory=dict)
+
+    def unclustered(self, view: str = "reports") -> int:
+        """Considered and in no cluster after the run, including left-overs a run with nothing
+        new in their partition did not look at again."""
+        return self.considered.get(view, 0) - self.joined.get(view, 0) - self.in_new.get(view, 0)
+
+    def line(self, view: str = "reports") -> str:
+        return (
+            f"{self.considered.get(view, 0)} records considered, {self.joined.get(view, 0)} joined existing "
+            f"clusters, {self.new_clusters.get(view, 0)} new clusters ({self.in_new.get(view, 0)} records), "
+            f"{self.unclustered(view)} unclustered"
+        )
+
+
+def cluster_new_records(
+    warehouse: Warehouse,
+    embedder: Embedder,
+    settings: ClusteringConfig = ClusteringConfig(),
+    on_embed: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+    map_shards: MapShards = in_process,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+) -> ClusterRun:
+    """Place every record not yet in a cluster, in both views; returns the counts.
+
+    The work that grows with volume runs through ``map_shards``: embedding in shards of
+    ``shard_size`` texts, clustering one partition (service × polarity) per shard. The
+    warehouse is read and written here only (DuckDB has one writer)."""
+    summary = ClusterRun()
+    for view in VIEWS:
+        _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, map_shards, shard_size)
+    return summary
+
+
+@dataclass(frozen=True, slots=True)
+class _Partition:
+    """One partition's clustering, a self-contained shard (arrays and settings only)."""
+
+    pending: np.ndarray
+    members: np.ndarray
+    member_ids: np.ndarray
+    settings: ClusteringConfig
+    centre: np.ndarray
+    fresh: np.ndarray
+    curated: np.ndarray
+
+
+def _place(p: _Partition) -> Placement:
+    return place(p.pending, p.members, p.member_ids, p.settings, p.centre, fresh=p.fresh, curated=p.curated)
+
+
+def _run_view(
+    warehouse: Warehouse, embedder: Embedder, settings: ClusteringConfig, view: str, summary: ClusterRun,
+    on_embed: Callable[[int], None] | None, on_total: Callable[[int], None] | None, map_shards: MapShards, shard_size: int,
+) -> None:
+    con = warehouse.con
+    only = f"AND {_POLARITY} = 'problem' AND {text_sql(view)} IS NOT NULL" if view == "goals" else ""
+    pending = con.sql(
+        _PENDING.format(polarity=_POLARITY, text=text_sql(view), only=only), params={"view": view}
+    ).pl()
+    summary.considered[view] = pending.height
+    if pending.is_empty():
+        return
+    with_text = pending.filter(pl.col("text").is_not_null())
+    texts = with_text.get_column("text").to_list()
+    if on_total:
+        on_total(len(texts))
+    sharded = None if map_shards is in_process else map_shards
+    vectors = embed_with_cache(con, embedder, texts, on_batch=on_embed, map_shards=sharded, shard_size=shard_size)
+    with_text = with_text.with_columns(pl.Series("text_sha256", [text_sha256(t) for t in texts], pl.String))
+    members = _members(con, embedder.model_id, view, embedder.dimensions)
+    # One centre for the whole view: the background every report shares (see the algorithm, _algorithm.py).
+    centre = background(np.vstack([members.vectors, vectors]))
+    parts, shards = [], []
+    for (service, polarity), part in with_text.with_row_index("row").group_by("service", "polarity", maintain_order=True):
+        if not part.get_column("fresh").any():
+            continue  # nothing new here: re-clustering the same leftovers would change nothing real
+        mine = members.of(service, polarity)
+        rows = part.get_column("row").to_numpy()
+        parts.append((service, polarity, part))
+        ids = members.cluster_ids[mine]
+        shards.append(_Partition(vectors[rows], members.vectors[mine], ids, settings, centre,
+                                 part.get_column("fresh").to_numpy(), np.unique(ids[members.curated[mine]])))
+    placements = [(*key, placement) for key, placement in zip(parts, map_shards(_place, shards), strict=True)]
+    no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
+    with transaction(con):
+        touched = _store(con, view, placements, no_text, summary)
+        describe(warehouse, embedder.model_id, view, touched)
+
+
+def _store(con: DuckDBPyConnection, view: str, placements: list[tuple[str | None, str, pl.DataFrame, Placement]], no_text: pl.DataFrame, summary: ClusterRun) -> set[int]:
+    """Create the new clusters and write every placement; returns the clusters that changed."""
+    now = now_utc()
+    frames = [no_text.select(
+        "collector", "id", pl.lit(None, pl.String).alias("text_sha256"),
+        pl.lit(None, pl.Int64).alias("cluster_id"), pl.lit(None, pl.String).alias("assigned_by"),
+    )]
+    touched: set[int] = set()
+    for service, polarity, part, placement in placements:
+        cluster_id = placement.existing.copy()
+        if placement.new_count:
+            new_ids = _new_cluster_ids(con, view, service, polarity, placement.new_count, now)
+            fresh = placement.new >= 0
+            cluster_id[fresh] = new_ids[placement.new[fresh]]
+        summary.joined[view] = summary.joined.get(view, 0) + int((placement.existing >= 0).sum())
+        summary.new_clusters[view] = summary.new_clusters.get(view, 0) + placement.new_count
+        summary.in_new[view] = summary.in_new.get(view, 0) + int((placement.new >= 0).sum())
+        touched.update(int(c) for c in np.unique(cluster_id[cluster_id >= 0]))
+        frames.append(
+            part.select("collector", "id", "text_sha256")
+            .with_columns(pl.Series("cluster_id", cluster_id), pl.Series("joined", placement.existing >= 0))
+            .select(
+                "collector", "id", "text_sha256",
+                pl.when(pl.col("cluster_id") >= 0).then("cluster_id").alias("cluster_id"),
+                pl.when("joined").then(pl.lit("nearest"))
+                .when(pl.col("cluster_id") >= 0).then(pl.lit("hdbscan")).alias("assigned_by"),
+            )
+        )
+    frame = pl.concat(frames, how="vertical_relaxed")
+    _store_members(con, view, frame, now)
+    return touched
+
+
+@dataclass(slots=True)
+class _Members:
+    """Every clustered record of a view: vectors, cluster ids, partition keys, and whether a
+    maintainer shaped the record's cluster (merged or split it)."""
+
+    vectors: np.ndarray
+    cluster_ids: np.ndarray
+    partitions: list[tuple[str | None, str]]
+    curated: np.ndarray
+
+    def of(self, service: str | None, polarity: str) -> np.ndarray:
+        return np.array([p == (service, polarity) for p in self.partitions], dtype=bool)
+
+
+def _members(con: DuckDBPyConnection, model: str, view: str, dimensions: int) -> _Members:
+    table = con.sql(_MEMBERS, params={"model": model, "view": view}).to_arrow_table()
+    vectors = to_matrix(table.column("vector")) if table.num_rows else np.empty((0, dimensions), np.float32)
+    partitions = list(zip(table.column("service").to_pylist(), table.column("polarity").to_pylist(), strict=True))
+    curated = table.column("curated").to_numpy(zero_copy_only=False).astype(bool)
+    return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64), partitions, curated)
+
+
+def _new_cluster_ids(con: DuckDBPyConnection, view: str, service: str | None, polarity: str, count: int, now: datetime) -> np.ndarray:
+    if count == 0:
+        return np.empty(0, dtype=np.int64)
+    ids = np.array(
+        [row[0] for row in con.execute("SELECT nextval('cluster_ids') FROM range(?)", [count]).fetchall()],
+        dtype=np.int64,
+    )
+    table = pa.table({"id": pa.array(ids)})
+    with registered(con, "fresh_cluster_ids", table):
+        con.execute(
+            """INSERT INTO clusters (id, view, service, polarity, created_at, updated_at)
+               SELECT id, ?, ?, ?, ?, ? FROM fresh_cluster_ids""",
+            [view, service, polarity, now, now],
+        )
+    return ids
+
+
+def _store_members(con: DuckDBPyConnection, view: str, frame: pl.DataFrame, now: datetime) -> None:
+    table = frame.with_columns(
+        pl.lit(view).alias("view"),
+        pl.when(pl.col("cluster_id").is_not_null()).then(pl.lit(now)).alias("assigned_at"),
+    ).select("view", "collector", "id", "text_sha256", "cluster_id", "assigned_by", "assigned_at").to_arrow()
+    with registered(con, "placed_members", table):
+        con.execute("INSERT OR REPLACE INTO cluster_members SELECT * FROM placed_members")
+
+
+_DESCRIBE_TEXTS = """
+SELECT m.cluster_id AS cluster, {text} AS text
+FROM cluster_members m JOIN records r USING (collector, id)
+LEFT JOIN clusters c ON c.id = m.cluster_id
+WHERE m.view = $view AND r.service IS NOT DISTINCT FROM $service AND {polarity} = $polarity
+  AND coalesce(c.status, '') <> 'merged'
+"""
+
+_TOP_TOOLS = """
+SELECT m.cluster_id, list(tool ORDER BY n DESC, tool)[:3]
+FROM (
+    SELECT m.cluster_id, r.tool, count(*) AS n
+    FROM cluster_members m JOIN records r USING (collector, id)
+    WHERE m.view = $view AND r.tool IS NOT NULL AND m.cluster_id IN (SELECT unnest($ids))
+    GROUP BY ALL
+) m GROUP BY ALL
+"""
+
+
+def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int]) -> None:
+    """(Re)compute label, key terms, medoid and top tools of the given clusters."""
+    if not cluster_ids:
+        return
+    con = warehouse.con
+    ids = sorted(cluster_ids)
+    partitions = con.execute(
+        "SELECT DISTINCT service, polarity FROM clusters WHERE id IN (SELECT unnest(?))", [ids]
+    ).fetchall()
+    terms: dict[int, list[str]] = {}
+    for service, polarity in partitions:
+        texts = con.sql(
+            _DESCRIBE_TEXTS.format(text=text_sql(view, fields=LABEL_FIELDS if view == "reports" else None),
+                                   polarity=_POLARITY),
+            params={"view": view, "service": service, "polarity": polarity},
+        ).pl()
+        terms.update(key_terms(texts))
+    tools = dict(con.execute(_TOP_TOOLS, {"view": view, "ids": ids}).fetchall())
+    medoids = _medoids(con, model, view, ids)
+    now = now_utc()
+    rows = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "key_terms": pa.array([terms.get(i, []) for i in ids], pa.list_(pa.string())),
+            "top_tools": pa.array([tools.get(i) or [] for i in ids], pa.list_(pa.string())),
+            "medoid_collector": pa.array([medoids.get(i, (None, None))[0] for i in ids], pa.string()),
+            "medoid_id": pa.array([medoids.get(i, (None, None))[1] for i in ids], pa.string()),
+        }
+    )
+    with registered(con, "described", rows):
+        con.execute(
+            """UPDATE clusters c SET key_terms = d.key_terms, top_tools = d.top_tools,
+                   label = array_to_string(d.key_terms[:3], ' · '),
+                   medoid_collector = d.medoid_collector, medoid_id = d.medoid_id, updated_at = ?
+               FROM described d WHERE c.id = d.id""",
+            [now],
+        )
+
+
+
+def _medoids(con: DuckDBPyConnection, model: str, view: str, ids: list[int]) -> dict[int, tuple[str, str]]:
+    table = con.sql(
+        """SELECT m.cluster_id, m.collector, m.id, e.vector FROM cluster_members m
+           JOIN embeddings e ON e.model = ? AND e.text_sha256 = m.text_sha256
+           WHERE m.view = ? AND m.cluster_id IN (SELECT unnest(?))
+           ORDER BY m.cluster_id, m.collector, m.id""",
+        params=[model, view, ids],
+    ).to_arrow_table()
+    if table.num_rows == 0:
+        return {}
+    vectors = to_matrix(table.column("vector"))
+    cluster = table.column("cluster_id").to_numpy()
+    collectors = table.column("collector").to_pylist()
+    record_ids = table.column("id").to_pylist()
+    starts = np.flatnonzero(np.r_[True, cluster[1:] != cluster[:-1]])
+    ends = np.r_[starts[1:], len(cluster)]
+    out = {}
+    for s, e in zip(starts, ends, strict=True):
+        best = s + medoid(vectors[s:e])
+        out[int(cluster[s])] = (collectors[best], record_ids[best])
+    return out

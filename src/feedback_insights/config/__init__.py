@@ -1,0 +1,54 @@
+"""The typed configuration: one TOML file, a section per stage; secrets from the environment.
+
+:func:`load` finds and reads it (or returns the embedded default); every section is a frozen
+pydantic model whose defaults are defined here once and used by the stages as they are.
+"""
+
+from ._base import ConfigError, Label, Strict, secret
+from ._clusters import DEFAULT_HALF_LIFE_DAYS, ClusteringConfig, DemandConfig, EmbeddingConfig
+from ._collector import CollectorConfig
+from ._config import Config
+from ._digest import DigestConfig
+from ._drafts import DEFAULT_PROMPT_TOKENS, DraftsConfig, EvidenceLinks, LLMConfig
+from ._flows import DEFAULT_SHARD_SIZE, FlowsConfig, Schedule
+from ._ingest import DEFAULT_BATCH_SIZE, ENV_HMAC_KEY, SAMPLE_HMAC_KEY, IngestConfig, PrivacyConfig, WarehouseConfig
+from ._loader import DEFAULT_FILE, ENV_CONFIG, embedded_default, load
+from ._publish import GitHubConfig, KnownStatus
+from ._sources import FileDropConfig, HttpCollectorConfig, SourceConfig, SqlTableConfig
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_FILE",
+    "DEFAULT_HALF_LIFE_DAYS",
+    "DEFAULT_PROMPT_TOKENS",
+    "DEFAULT_SHARD_SIZE",
+    "ENV_CONFIG",
+    "ENV_HMAC_KEY",
+    "SAMPLE_HMAC_KEY",
+    "ClusteringConfig",
+    "CollectorConfig",
+    "Config",
+    "ConfigError",
+    "DemandConfig",
+    "DigestConfig",
+    "DraftsConfig",
+    "EmbeddingConfig",
+    "EvidenceLinks",
+    "FileDropConfig",
+    "FlowsConfig",
+    "GitHubConfig",
+    "HttpCollectorConfig",
+    "IngestConfig",
+    "KnownStatus",
+    "LLMConfig",
+    "Label",
+    "PrivacyConfig",
+    "Schedule",
+    "SourceConfig",
+    "SqlTableConfig",
+    "Strict",
+    "WarehouseConfig",
+    "embedded_default",
+    "load",
+    "secret",
+]

@@ -1,0 +1,48 @@
+"""How reports are embedded, clustered and ranked: the clustering stage's settings.
+
+:class:`ClusteringConfig` is the one definition of the algorithm's knobs: the algorithm
+(:mod:`feedback_insights.clusters`) takes it as its settings, so a default lives here only.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ._base import Strict
+
+DEFAULT_HALF_LIFE_DAYS = 14.0
+
+
+class EmbeddingConfig(Strict):
+    """The packaged all-MiniLM-L6-v2 model, on the CPU."""
+
+    batch_size: int = Field(32, ge=1, le=1024, description="32 is the fastest measured on 2 cores")
+    threads: int | None = Field(None, ge=1, le=256, description="torch threads; default one per usable core")
+
+
+class ClusteringConfig(Strict):
+    """How reports become clusters (the clusters package's algorithm module says what each knob
+    does; defaults measured by benchmarks/cluster_quality.py)."""
+
+    pca_dimensions: int = Field(64, ge=2, le=1024)
+    neighbours: int = Field(15, ge=2, le=200)
+    min_cluster_size: int = Field(2, ge=2, le=100)
+    min_samples: int = Field(2, ge=1, le=100)
+    merge_similarity: float = Field(0.5, gt=-1, lt=1)
+    join_centroid: float = Field(0.4, gt=-1, lt=1, description="cosine to the nearest centroid a report needs to join")
+    join_nearest: float = Field(0.5, gt=-1, lt=1, description="… and to the nearest member of that cluster")
+    min_cohesion: float = Field(0.42, gt=-1, lt=1, description="mean pairwise cosine below which a cluster dissolves")
+    separation: float = Field(
+        0.01, gt=-1, lt=1, description="… or how much more alike members must be than to their nearest outsiders"
+    )
+    smooth_from: int = Field(
+        7, ge=1, le=10_000, description="smooth vectors when a typical first-pass cluster has more members than this"
+    )
+    smooth_keep: float = Field(0.3, ge=0, le=1, description="share of a report's own vector kept in each round")
+    smooth_rounds: int = Field(2, ge=1, le=10)
+    smoothed_merge_similarity: float = Field(0.75, gt=-1, lt=1, description="merge_similarity on smoothed vectors")
+    smoothed_separation: float = Field(0.03, gt=-1, lt=1, description="separation on smoothed vectors")
+
+
+class DemandConfig(Strict):
+    half_life_days: float = Field(DEFAULT_HALF_LIFE_DAYS, gt=0, description="recency half-life of the ranking score")

@@ -1,0 +1,55 @@
+"""The whole configuration: one section per stage, and every configured source."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import SerializeAsAny, WrapValidator, field_validator
+
+from ._base import Strict
+from ._clusters import ClusteringConfig, DemandConfig, EmbeddingConfig
+from ._collector import CollectorConfig
+from ._digest import DigestConfig
+from ._drafts import DraftsConfig, LLMConfig
+from ._flows import FlowsConfig
+from ._ingest import IngestConfig, PrivacyConfig, WarehouseConfig
+from ._publish import GitHubConfig
+from ._sources import SourceConfig, by_kind
+
+
+class Config(Strict):
+    warehouse: WarehouseConfig = WarehouseConfig()
+    ingest: IngestConfig = IngestConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
+    collector: CollectorConfig = CollectorConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    clustering: ClusteringConfig = ClusteringConfig()
+    demand: DemandConfig = DemandConfig()
+    drafts: DraftsConfig = DraftsConfig()
+    llm: LLMConfig | None = None
+    github: GitHubConfig = GitHubConfig()
+    digest: DigestConfig = DigestConfig()
+    flows: FlowsConfig = FlowsConfig()
+    #: Each a registered kind's section model (serialised as that model, not as the base).
+    sources: list[SerializeAsAny[Annotated[SourceConfig, WrapValidator(by_kind)]]] = []
+
+    def check_secrets(self, publishing: bool = False) -> None:
+        """Every secret the configured stages will need is in the environment: a scheduled or
+        long run fails at the start with the one line that says which, not half-way."""
+        self.privacy.key()
+        for source in self.sources:
+            source.check_secrets()
+        if self.llm:
+            self.llm.key()
+        if publishing:
+            self.github.token()
+        self.digest.webhook()
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: list[SourceConfig]) -> list[SourceConfig]:
+        names = [s.name for s in sources]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(duplicates)}")
+        return sources

@@ -1,0 +1,200 @@
+"""The weekly digest's content: one ISO week of the warehouse, in DuckDB SQL.
+
+Product managers read it to see what agents hit, what is new or rising, what got fixed and
+what agents rely on. Demand figures are computed as of the end of the week, so a past week's
+figures stay the same whenever it is rendered (issue links and statuses are today's). Only scrubbed text is quoted (the warehouse
+holds nothing else) and accounts appear as counts, never as ids.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from ..clusters import demand
+from ..config import DEFAULT_HALF_LIFE_DAYS
+from ..core import now_utc
+from ..warehouse import Warehouse
+
+SPARK_WEEKS = 8
+TOP = 10
+
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+
+_HEADLINE = """
+SELECT count(*) AS reports,
+       count(DISTINCT account) AS accounts,
+       count(DISTINCT service) AS services,
+       coalesce(avg(CASE WHEN severity = 'blocking' OR outcome = 'blocked' THEN 1.0 ELSE 0.0 END), 0) AS blocked_share
+FROM records WHERE received_at >= $start AND received_at < $end
+"""
+
+_WEEKLY_ACCOUNTS = """
+SELECT m.cluster_id, date_diff('week', date_trunc('week', r.received_at), $start::TIMESTAMPTZ) AS ago,
+       count(DISTINCT r.account) AS accounts
+FROM cluster_members m JOIN records r ON r.collector = m.collector AND r.id = m.id
+WHERE m.view = $view AND m.cluster_id IS NOT NULL
+  AND r.received_at >= $start - INTERVAL 7 WEEK AND r.received_at < $end
+GROUP BY ALL
+"""
+
+_SERVICES = """
+SELECT coalesce(service, '(none)') AS service, count(*) AS reports, count(DISTINCT account) AS accounts,
+       avg(CASE WHEN severity = 'blocking' OR outcome = 'blocked' THEN 1.0 ELSE 0.0 END) AS blocked_share,
+       count(*) FILTER (WHERE lane = 'positive_feedback') AS praise
+FROM records WHERE received_at >= $start AND received_at < $end
+GROUP BY ALL ORDER BY accounts DESC, reports DESC, service
+"""
+
+_MIX = """
+SELECT {column} AS name, count(*) AS reports
+FROM records WHERE received_at >= $start AND received_at < $end
+GROUP BY ALL ORDER BY reports DESC, name
+"""
+
+_QUOTES = """
+SELECT c.id AS cluster_id, {quote} AS quote
+FROM clusters c JOIN records r ON r.collector = c.medoid_collector AND r.id = c.medoid_id
+WHERE c.view = $view
+"""
+
+_FIXED = """
+SELECT d.cluster_id, d.title, d.issue_url, c.service
+FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+WHERE d.known_status = 'fixed' AND c.fixed_at >= $start AND c.fixed_at < $end
+ORDER BY c.fixed_at
+"""
+
+_DRAFTS = """
+SELECT d.id, d.cluster_id, d.status, d.known_status, d.title, d.issue_url, d.accounts, c.service,
+       d.status IN ('pending', 'approved')
+           OR (d.status = 'filed' AND d.known_status NOT IN ('fixed', 'wont_fix')) AS open
+FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+ORDER BY d.status = 'filed', d.accounts DESC, d.id
+"""
+
+_SCRUBBED = """
+SELECT j.key AS kind, CAST(sum(CAST(j.value AS INTEGER)) AS BIGINT) AS count
+FROM records, json_each(records.redactions) AS j
+WHERE received_at >= $start AND received_at < $end
+GROUP BY ALL ORDER BY count DESC, kind
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Week:
+    """An ISO week, Monday 00:00 UTC to the next Monday."""
+
+    year: int
+    number: int
+
+    @classmethod
+    def parse(cls, text: str) -> Week:
+        found = _WEEK.match(text)
+        if not found:
+            raise ValueError(f"--week: expected an ISO week like 2026-W48 (got {text!r})")
+        week = cls(int(found.group(1)), int(found.group(2)))
+        try:
+            week.start  # noqa: B018 (validates the number)
+        except ValueError:
+            raise ValueError(f"--week: {text} does not exist") from None
+        return week
+
+    @classmethod
+    def before(cls, moment: datetime) -> Week:
+        """The last complete week before ``moment``: what a Monday-morning digest covers."""
+        year, number, _ = (moment.astimezone(UTC) - timedelta(days=7)).isocalendar()
+        return cls(year, number)
+
+    @property
+    def start(self) -> datetime:
+        return datetime.combine(date.fromisocalendar(self.year, self.number, 1), datetime.min.time(), UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=7)
+
+    def __str__(self) -> str:
+        return f"{self.year}-W{self.number:02d}"
+
+
+@dataclass(slots=True)
+class Digest:
+    week: Week
+    generated_at: datetime
+    headline: dict[str, Any]
+    last_week: dict[str, Any]
+    top_problems: list[dict[str, Any]] = field(default_factory=list)
+    new: list[dict[str, Any]] = field(default_factory=list)
+    rising: list[dict[str, Any]] = field(default_factory=list)
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    praise: list[dict[str, Any]] = field(default_factory=list)
+    goals: list[dict[str, Any]] = field(default_factory=list)
+    services: list[dict[str, Any]] = field(default_factory=list)
+    lanes: list[dict[str, Any]] = field(default_factory=list)
+    categories: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    scrubbed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def scrubbed_total(self) -> int:
+        return sum(row["count"] for row in self.scrubbed)
+
+
+def _rows(warehouse: Warehouse, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    return warehouse.con.sql(sql, params=params).pl().to_dicts()
+
+
+def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float) -> pl.DataFrame:
+    """Live clusters of ``view`` with demand as of the week's end, an 8-week sparkline of
+    distinct accounts and their representative report's words."""
+    # demand() counts received_at <= as_of; the week is [start, end).
+    figures = demand(warehouse, as_of=week.end - timedelta(microseconds=1), view=view, half_life_days=half_life_days)
+    if figures.is_empty():
+        return figures
+    weekly = warehouse.con.sql(_WEEKLY_ACCOUNTS, params={"view": view, "start": week.start, "end": week.end}).pl()
+    counts = {(c, ago): n for c, ago, n in weekly.iter_rows()}
+    ids = figures["cluster_id"].to_list()
+    spark = pl.Series("spark", [[counts.get((c, ago), 0) for ago in range(SPARK_WEEKS - 1, -1, -1)] for c in ids])
+    quote = "coalesce(r.detail, r.summary)" if view == "reports" else "r.goal"
+    quotes = warehouse.con.sql(_QUOTES.format(quote=quote), params={"view": view}).pl()
+    return figures.with_columns(spark).join(quotes, on="cluster_id", how="left")
+
+
+def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> Digest:
+    window = {"start": week.start, "end": week.end}
+    drafts = _rows(warehouse, _DRAFTS, {})
+    before = {"start": week.start - timedelta(days=7), "end": week.start}
+    digest = Digest(
+        week=week,
+        generated_at=now_utc(),
+        headline=_rows(warehouse, _HEADLINE, window)[0],
+        last_week=_rows(warehouse, _HEADLINE, before)[0],
+        services=_rows(warehouse, _SERVICES, window),
+        lanes=_rows(warehouse, _MIX.format(column="lane"), window),
+        categories=_rows(warehouse, _MIX.format(column="category"), window),
+        fixed=_rows(warehouse, _FIXED, window),
+        issues=[d for d in drafts if d["open"]],
+        scrubbed=_rows(warehouse, _SCRUBBED, window),
+    )
+    reports = _clusters(warehouse, week, "reports", half_life_days)
+    if not reports.is_empty():
+        active = reports.filter(pl.col("accounts_this_week") > 0)
+        problems = active.filter(pl.col("polarity") == "problem")
+        digest.top_problems = problems.sort(["accounts_this_week", "score"], descending=True).head(TOP).to_dicts()
+        digest.new = problems.filter(pl.col("trend") == "new").head(TOP).to_dicts()
+        digest.rising = problems.filter(pl.col("trend") == "rising").head(TOP).to_dicts()
+        digest.regressions = problems.filter(pl.col("regression")).to_dicts()
+        digest.praise = active.filter(pl.col("polarity") == "praise").sort("accounts", descending=True).head(5).to_dicts()
+    goals = _clusters(warehouse, week, "goals", half_life_days)
+    if not goals.is_empty():
+        digest.goals = goals.filter(pl.col("polarity") == "problem").sort("accounts", descending=True).head(8).to_dicts()
+    issue_of = {row["cluster_id"]: row for row in drafts}
+    for row in digest.top_problems + digest.new + digest.rising + digest.regressions:
+        row["issue"] = issue_of.get(row["cluster_id"])
+    return digest

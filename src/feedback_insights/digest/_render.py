@@ -1,0 +1,110 @@
+"""The weekly digest rendered: HTML for browsers and email, Markdown for chat and wikis.
+
+Both come from Jinja2 templates in ``templates/``. The HTML environment autoescapes (agents'
+words are text); the Markdown one neutralises every value it prints, like issue bodies do.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jinja2
+
+from ..drafts import Markdown, neutralise
+from ._charts import bars, sparkline, text_sparkline
+from ._content import Digest
+
+FORMATS = ("html", "md")
+
+
+def _day(value: datetime | date) -> str:
+    return value.strftime("%a %d %b %Y")
+
+
+def _percent(value: float | None) -> str:
+    return f"{(value or 0) * 100:.0f}%"
+
+
+def _change(now: int, before: int) -> str:
+    if not before:
+        return ""
+    delta = now - before
+    return f"({'+' if delta >= 0 else '−'}{abs(delta)} vs last week)"
+
+
+def _headline(problem: dict[str, Any]) -> Markdown:
+    issue = problem.get("issue")
+    text = (issue or {}).get("title") or problem.get("label") or f"cluster {problem['cluster_id']}"
+    return Markdown(neutralise.inline(text, 140))
+
+
+@cache
+def _environment(kind: str) -> jinja2.Environment:
+    html = kind == "html"
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("feedback_insights.digest", "templates"),
+        autoescape=html,
+        finalize=None if html else (lambda v: v if isinstance(v, Markdown) else neutralise.inline("" if v is None else v, 200)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        day=_day,
+        minus_day=lambda d: d - timedelta(days=1),
+        percent=_percent,
+        clip=lambda text, limit=280: neutralise.truncate(" ".join(str(text).split()), limit),
+        text=lambda value, limit=200: Markdown(neutralise.inline("" if value is None else value, limit)),
+        url=Markdown,  # our own links (issue URLs from GitHub), never a report's
+    )
+    env.globals.update(
+        change=_change,
+        sparkline=sparkline,
+        bars=lambda rows, label: bars([(r["name"], r["reports"]) for r in rows], label),
+        spark=lambda values: Markdown(text_sparkline(values)),
+        headline=_headline,
+    )
+    return env
+
+
+def render(digest: Digest, kind: str) -> str:
+    """The digest as HTML (its stylesheet moved into ``style`` attributes: email clients drop
+    or mangle ``<style>`` blocks) or as Markdown."""
+    if kind not in FORMATS:
+        raise ValueError(f"--format must be one of: {', '.join(FORMATS)} (got {kind!r})")
+    if kind == "md":
+        return _environment(kind).get_template("digest.md.j2").render(d=digest)
+    import css_inline
+
+    html = _environment(kind).get_template("digest.html.j2").render(d=digest)
+    return css_inline.CSSInliner(load_remote_stylesheets=False).inline(html)
+
+
+def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS) -> list[Path]:
+    """``digest-2026-W48.html`` / ``.md`` in ``folder``; returns the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for kind in kinds:
+        path = folder / f"digest-{digest.week}.{kind}"
+        path.write_text(render(digest, kind), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def chat_text(markdown: str) -> str:
+    """The Markdown digest for a chat webhook: Slack ignores backslash escapes and reads
+    ``<!channel>``-style sequences, so ``&``, ``<`` and ``>`` become entities (which Slack and
+    Markdown-based chats both show as the characters), and the visible ``&#8203;`` that breaks
+    mentions becomes the zero-width space itself (Slack does not decode numeric entities)."""
+    text = markdown.replace("&#8203;", "\u200b")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def post(markdown: str, url: str, timeout: float = 30.0) -> None:
+    """POST the Markdown digest to a chat webhook as ``{"text": …}`` (Slack, Mattermost and
+    most others accept that shape)."""
+    response = httpx.post(url, json={"text": chat_text(markdown)}, timeout=timeout)
+    response.raise_for_status()

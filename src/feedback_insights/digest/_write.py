@@ -1,0 +1,34 @@
+"""One week's digest, built, written and posted: what the ``digest`` command and the weekly
+flow both do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Config
+from ..core import now_utc
+from ..warehouse import Warehouse
+from ._content import Week, build
+from ._render import FORMATS, post, render, write
+
+
+class DigestError(ValueError):
+    """A digest that cannot be made as asked (a week that does not parse or exist)."""
+
+
+def write_digest(
+    config: Config, week: str | None = None, kinds: tuple[str, ...] | None = None, folder: Path | None = None
+) -> list[Path]:
+    """Build and write one week's digest (default: the last complete week); POST the Markdown
+    to the configured webhook. Returns the files written."""
+    try:
+        chosen = Week.parse(week) if week else Week.before(now_utc())
+    except ValueError as exc:
+        raise DigestError(str(exc)) from None
+    with Warehouse(config.warehouse.path) as warehouse:
+        digest = build(warehouse, chosen, config.demand.half_life_days)
+    paths = write(digest, folder or config.digest.folder, kinds or FORMATS)
+    webhook = config.digest.webhook()
+    if webhook:
+        post(render(digest, "md"), webhook)
+    return paths

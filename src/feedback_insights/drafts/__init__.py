@@ -1,0 +1,61 @@
+"""The drafting stage: a GitHub issue drafted per cluster that crosses a demand threshold,
+reviewed by a maintainer before it is filed.
+
+- the stage (:func:`draft_clusters`) and what a draft is made from (:func:`draft_input`);
+- composition from templates or with an LLM (:func:`template_draft`, :func:`llm_draft`), the
+  body and title rendered from Jinja2 templates with every report's text neutralised
+  (:mod:`.neutralise`) and the hidden marker that ties an issue to its cluster;
+- review (approve, reject, edit) and the stateless preview of a file of records.
+"""
+
+from . import neutralise
+from ._compose import Draft, LLMCall, estimate_tokens, llm_draft, parse_answer, prompt_messages, template_draft
+from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
+from ._llm import ChatClient, LLMError
+from ._marker import cluster_of, marker, update_marker
+from ._preview import PreviewError, preview_input, read_records
+from ._render import MAX_BODY, Markdown, render_body, render_title, render_update
+from ._review import ReviewError, approve, edit_form, get_draft, history, list_drafts, parse_form, reject, save_edit
+from ._stage import PIPELINE_ACTOR, DraftRun, crosses_threshold, draft_clusters, grew_materially, record_action
+
+__all__ = [
+    "EVIDENCE_FIELDS",
+    "MAX_BODY",
+    "PIPELINE_ACTOR",
+    "ChatClient",
+    "Draft",
+    "DraftInput",
+    "DraftRun",
+    "LLMCall",
+    "LLMError",
+    "Markdown",
+    "PreviewError",
+    "ReviewError",
+    "approve",
+    "cluster_of",
+    "crosses_threshold",
+    "draft_clusters",
+    "draft_input",
+    "edit_form",
+    "estimate_tokens",
+    "get_draft",
+    "grew_materially",
+    "history",
+    "list_drafts",
+    "llm_draft",
+    "marker",
+    "neutralise",
+    "parse_answer",
+    "parse_form",
+    "preview_input",
+    "prompt_messages",
+    "read_records",
+    "record_action",
+    "reject",
+    "render_body",
+    "render_title",
+    "render_update",
+    "save_edit",
+    "template_draft",
+    "update_marker",
+]

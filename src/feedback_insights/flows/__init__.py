@@ -1,0 +1,205 @@
+"""Prefect flows: schedules, retries and logging around the library's stages, no logic of
+their own. Imported only by the commands that orchestrate (``run``, ``serve``): Prefect costs
+about 2 s to import.
+
+* ``ingest``: pull every configured source (scrubbing and pseudonymising happen here: raw text
+  is never stored, so nothing later could scrub it).
+* ``insights``: signals → embed → cluster → demand → drafts. Embedding and clustering shards run
+  on the configured task runner: the flow's own threads, or a Dask cluster.
+* ``publish``: approved drafts → GitHub; issue state → known_issue → collectors; write-back.
+* ``weekly-digest``: the digest of the last complete week, written (and posted) as configured.
+
+Logs say what each stage did, in counts; never a report's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from prefect import Task, flow, get_run_logger, task, unmapped
+from prefect.cache_policies import NO_CACHE
+from prefect.schedules import Cron, Interval, Schedule
+
+from ..config import Config, ConfigError, FlowsConfig, load
+from ..warehouse import exclusive
+from ._local_server import ServerError, local_server, stop_on_signals
+from ._runners import task_runner
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Flow name → the [flows] setting that schedules it.
+SCHEDULE_SETTING = {"ingest": "ingest", "insights": "insights", "publish": "publish", "weekly-digest": "weekly_digest"}
+
+
+def _config(config: str | None) -> Config:
+    return load(Path(config) if config else None)
+
+
+def _retrying(stage: Task[P, R], retries: bool) -> Task[P, R]:
+    """``run`` wants an answer now (retries off); a schedule can wait for a collector to come back."""
+    return stage if retries else stage.with_options(retries=0)
+
+
+def _not_a_config_error(task: Task, task_run: Any, state: Any) -> bool:
+    """A wrong configuration does not mend itself: fail at once instead of retrying."""
+    return not isinstance(state.result(raise_on_failure=False), ConfigError)
+
+
+#: Network stages retry after 30 s, then 2 min, then 8 min (their clients retry briefly first).
+NETWORK_RETRIES: dict[str, Any] = {"retries": 3, "retry_delay_seconds": [30, 120, 480], "retry_condition_fn": _not_a_config_error}
+
+
+@task(name="pull sources", cache_policy=NO_CACHE, **NETWORK_RETRIES)
+def pull_sources(cfg: Config) -> dict[str, Any]:
+    from ..ingest import ingest
+    from ..warehouse import Warehouse
+
+    with Warehouse(cfg.warehouse.path) as warehouse:
+        summary = ingest(cfg, warehouse)
+    if summary.errors:
+        raise RuntimeError("; ".join(summary.errors))  # retried: a collector may be back soon
+    get_run_logger().info("ingest: %s", summary.line())
+    return {"line": summary.line()}
+
+
+@flow(name="ingest")
+def ingest_flow(config: str | None = None, retries: bool = True) -> dict[str, Any]:
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return _retrying(pull_sources, retries)(cfg)
+
+
+@task(name="signals", cache_policy=NO_CACHE)
+def score(cfg: Config) -> int:
+    from ..signals import score_new_records
+    from ..warehouse import Warehouse
+
+    with Warehouse(cfg.warehouse.path) as warehouse:
+        scored = score_new_records(warehouse)
+    get_run_logger().info("signals: scored %d new records", scored)
+    return scored
+
+
+@task(name="shard", cache_policy=NO_CACHE)
+def run_shard(fn: Callable[[Any], Any], item: Any) -> Any:
+    """One shard of embedding or clustering, wherever the task runner puts it."""
+    return fn(item)
+
+
+def on_task_runner(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """The library's ``map_shards`` as Prefect tasks: one task per shard, results in order."""
+    futures = run_shard.map(unmapped(fn), items)
+    return [future.result() for future in futures]
+
+
+def cluster(cfg: Config) -> dict[str, str]:
+    """Not a task itself: its shards are the tasks, submitted from the flow to its runner."""
+    from ..clusters import MiniLMEmbedder, cluster_new_records
+    from ..warehouse import Warehouse
+
+    with Warehouse(cfg.warehouse.path) as warehouse:
+        run = cluster_new_records(
+            warehouse, MiniLMEmbedder(cfg.embedding), cfg.clustering,
+            map_shards=on_task_runner, shard_size=cfg.flows.shard_size,
+        )
+    logger = get_run_logger()
+    logger.info("clusters: %s", run.line("reports"))
+    logger.info("goal themes: %s", run.line("goals"))
+    return {"reports": run.line("reports"), "goals": run.line("goals")}
+
+
+@task(name="draft issues", cache_policy=NO_CACHE, **NETWORK_RETRIES)
+def draft(cfg: Config) -> str:
+    from ..drafts import ChatClient, draft_clusters
+    from ..warehouse import Warehouse
+
+    client = ChatClient(cfg.llm) if cfg.llm else None
+    try:
+        with Warehouse(cfg.warehouse.path) as warehouse:
+            run = draft_clusters(cfg, warehouse, client)
+    finally:
+        if client:
+            client.close()
+    get_run_logger().info("drafts: %s", run.line())
+    return run.line()
+
+
+@flow(name="insights")
+def insights_flow(config: str | None = None, retries: bool = True) -> dict[str, Any]:
+    """Reads the configuration, then runs the stages as a subflow on the configured task
+    runner: a deployment loads this flow by name, so the runner cannot be fixed in advance."""
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return insights_stages.with_options(task_runner=task_runner(cfg.flows))(config, retries)
+
+
+@flow(name="insights-stages")
+def insights_stages(config: str | None = None, retries: bool = True) -> dict[str, Any]:
+    """Takes the configuration's path, not the configuration: flow parameters are stored by
+    the Prefect API, and the configuration holds account names and secrets."""
+    cfg = _config(config)
+    scored = score(cfg)
+    clustered = cluster(cfg)
+    return {"signals": scored, **clustered, "drafts": _retrying(draft, retries)(cfg)}
+
+
+@task(name="publish", cache_policy=NO_CACHE, **NETWORK_RETRIES)
+def publish_drafts(cfg: Config) -> str:
+    from ..publish import publish_configured
+
+    run = publish_configured(cfg)
+    if run.errors:
+        raise RuntimeError("; ".join(run.errors))
+    get_run_logger().info("publish: %s", run.line())
+    return run.line()
+
+
+@flow(name="publish")
+def publish_flow(config: str | None = None, retries: bool = True) -> str:
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return _retrying(publish_drafts, retries)(cfg)
+
+
+@task(name="write digest", cache_policy=NO_CACHE, **NETWORK_RETRIES)
+def write_digest(cfg: Config, week: str | None) -> list[str]:
+    from ..digest import write_digest as write
+
+    paths = [str(p) for p in write(cfg, week)]
+    get_run_logger().info("digest: %s", ", ".join(paths))
+    return paths
+
+
+@flow(name="weekly-digest")
+def digest_flow(config: str | None = None, week: str | None = None, retries: bool = True) -> list[str]:
+    cfg = _config(config)
+    with exclusive(cfg.warehouse.path):
+        return _retrying(write_digest, retries)(cfg, week)
+
+
+def schedule(settings: FlowsConfig, name: str) -> Schedule:
+    value = getattr(settings, SCHEDULE_SETTING[name])
+    if isinstance(value, int):
+        return Interval(value)
+    return Cron(value, timezone=settings.timezone)
+
+
+#: The four flows, by the names their deployments carry.
+FLOWS: dict[str, Any] = {"ingest": ingest_flow, "insights": insights_flow, "publish": publish_flow, "weekly-digest": digest_flow}
+
+__all__ = [
+    "FLOWS",
+    "SCHEDULE_SETTING",
+    "ServerError",
+    "digest_flow",
+    "ingest_flow",
+    "insights_flow",
+    "local_server",
+    "publish_flow",
+    "schedule",
+    "stop_on_signals",
+    "task_runner",
+]

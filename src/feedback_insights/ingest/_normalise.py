@@ -1,0 +1,151 @@
+"""Raw items in, canonical records and quarantine entries out: detect, validate, normalise,
+scrub.
+
+Pure functions over one batch, so the CLI's ``validate``/``normalise`` and ``ingest`` share
+every rule. Nothing here touches storage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, jsontext
+from ..privacy import Redactor
+from . import dialects
+from ._raw import PENDING, UNPARSED, RawItem
+from .dialects import Origin
+
+
+@dataclass(slots=True)
+class Checked:
+    """The verdict on one raw item: its dialect (CLI name) and its problems."""
+
+    item: RawItem
+    dialect: str | None
+    module: str | None
+    problems: list[Problem]
+
+
+@dataclass(slots=True)
+class Quarantined:
+    collector: str
+    source_uri: str
+    position: str
+    raw: str
+    dialect: str | None
+    problems: list[Problem]
+
+    @property
+    def id(self) -> str:
+        return "q_" + hashlib.sha256(f"{self.collector}\0{self.raw}".encode()).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class Processed:
+    records: list[CanonicalRecord] = field(default_factory=list)
+    content_hashes: list[str] = field(default_factory=list)
+    #: The exact text each record arrived as, when the source had one: stored as ``original``.
+    raw_texts: list[str | None] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+
+
+def check(item: RawItem, choice: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Checked:
+    item.parse()
+    if item.obj is UNPARSED:
+        return Checked(item, None, None, [Problem("", item.parse_error or "not valid JSON")])
+    module = dialects.detect(item.obj, choice)
+    if module is None:
+        return Checked(item, None, None, dialects.undetected(item.obj))
+    problems = dialects.dialect(module).validate(item.obj, max_bytes=max_bytes, size=item.size)
+    return Checked(item, dialects.choice_name(module), module, problems)
+
+
+def content_hash(payload: Any) -> str:
+    """Identity of what the agent wrote, independent of key order and envelope."""
+    return hashlib.sha256(jsontext.dumps(payload, sort_keys=True)).hexdigest()
+
+
+def process(
+    items: Iterable[RawItem],
+    *,
+    collector: str,
+    source_uri: str,
+    received_at: str,
+    choice: str = "auto",
+    service: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    pseudonymise: Callable[[str], str] | None = None,
+    prevalidated: bool = False,
+) -> Processed:
+    """With ``pseudonymise`` (storage always passes one) every record and quarantined text is
+    scrubbed and accounts are pseudonymised before anything leaves this function.
+    ``prevalidated``: the items come from our collector, which validated them before it
+    scrubbed them (placeholders can make a text longer than its limit); only the dialect is
+    detected again."""
+    out = Processed()
+    for item in items:
+        checked = check(item, choice, max_bytes)
+        if prevalidated and checked.module is not None:
+            checked.problems = []
+        if checked.problems or checked.module is None:
+            out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
+            continue
+        obj, redactions = item.obj, None
+        if pseudonymise is not None:
+            # Scrub the report as received and normalise what is left: every canonical field
+            # is derived from it, so one pass covers them and the kept original alike.
+            redactor = Redactor(pseudonymise)
+            obj = redactor.value(obj)
+            redactions = redactor.counts
+        # The hash of what is kept, so a report reaching us twice by different paths (a file,
+        # a quarantine replay, a collector) has one identity.
+        digest = content_hash(dialects.payload(checked.module, obj))
+        origin = Origin(collector, received_at, digest, item.occurrence, service)
+        try:
+            records = dialects.dialect(checked.module).normalise(obj, origin)
+            for record in records:
+                record["received_at"] = utc_timestamp(record["received_at"])
+                record["redactions"] = redactions  # type: ignore[typeddict-unknown-key]
+        except (ValueError, KeyError, TypeError, OverflowError, OSError) as exc:
+            checked.problems = [Problem("", f"could not be normalised: {type(exc).__name__}: {exc}")]
+            out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
+            continue
+        out.records.extend(records)
+        out.content_hashes.extend([digest] * len(records))
+        # Scrubbed records keep their scrubbed original, never the text as it came in.
+        out.raw_texts.extend([item.text if pseudonymise is None else None] * len(records))
+    return out
+
+
+_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+
+
+def utc_timestamp(value: str) -> str:
+    """RFC 3339 in any accepted spelling ("t"/"z", offsets) as one UTC form the warehouse reads."""
+    if _UTC.fullmatch(value):
+        return value
+    moment = datetime.fromisoformat(value.upper())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _quarantined(
+    item: RawItem, checked: Checked, collector: str, source_uri: str, pseudonymise: Callable[[str], str] | None
+) -> Quarantined:
+    raw = item.raw_text() if pseudonymise is None else _scrubbed_raw(item, pseudonymise)
+    return Quarantined(collector, source_uri, item.position, raw, checked.dialect, checked.problems)
+
+
+def _scrubbed_raw(item: RawItem, pseudonymise: Callable[[str], str]) -> str:
+    """The quarantined text, scrubbed; exactly as received when there was nothing to scrub."""
+    redactor = Redactor(pseudonymise)
+    if item.obj is UNPARSED or item.obj is PENDING:
+        return redactor.text(item.raw_text())
+    scrubbed = redactor.value(item.obj)
+    return jsontext.dumps(scrubbed).decode() if redactor.changed else item.raw_text()

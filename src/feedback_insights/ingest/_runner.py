@@ -1,0 +1,156 @@
+"""Pull every configured source into the warehouse, batch by batch.
+
+Batches are processed (parse → detect → validate → normalise → stage as Arrow) in worker
+processes when they are large, so both cores work; this process keeps reading and stores the
+finished batches strictly in source order, each with its cursor, one transaction each.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from ..config import Config
+from ..core import now_utc
+from ..privacy import Pseudonymiser
+from ..warehouse import Warehouse
+from ._raw import RawItem
+from ._readers import LineBlock
+from ._staging import StagedBatch, prepare
+from ._store import BatchCounts, cursors, finish_run, start_run, store_batch
+from .sources import CollectorError, Source, open_source
+
+#: Told about each stored batch: (source name, items in it).
+OnBatch = Callable[[str, int], None]
+
+#: Below this many items a batch is processed in this process: a worker would cost more.
+POOL_THRESHOLD = 2_000
+
+
+@dataclass(slots=True)
+class IngestSummary:
+    run_id: int
+    counts: BatchCounts
+    errors: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        c = self.counts
+        text = f"new {c.new} · already stored {c.already} · retries {c.retries} · quarantined {c.quarantined}"
+        return text + (f" · {len(self.errors)} source(s) failed" if self.errors else "")
+
+
+class Stager:
+    """Runs :func:`prepare` inline, or in a pool of worker
+    processes started on the first batch big enough to be worth it."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def depth(self) -> int:
+        """Batches to keep in flight so that no worker waits for this process."""
+        return 2 * self.workers if self._pool else 0
+
+    def submit(self, items: list[RawItem] | LineBlock, options: dict[str, Any]) -> Future[StagedBatch]:
+        if self.workers and len(items) >= POOL_THRESHOLD:
+            if self._pool is None:
+                # forkserver: a fork of this process would copy DuckDB's threads and locks.
+                context = multiprocessing.get_context("forkserver")
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=gc.disable)
+            return self._pool.submit(prepare, items, **options)
+        done: Future[StagedBatch] = Future()
+        done.set_result(prepare(items, **options))
+        return done
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+
+def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None) -> IngestSummary:
+    """Ingest every source; a failing source is reported and does not stop the others."""
+    pseudonymise = Pseudonymiser(config.privacy.key())
+    run_id = start_run(warehouse)
+    summary = IngestSummary(run_id, BatchCounts())
+    stager = Stager(config.ingest.workers if config.ingest.workers is not None else os.cpu_count() or 1)
+    try:
+        with _gc_paused():
+            for source_config in config.sources:
+                source = open_source(source_config, config.ingest.batch_size)
+                try:
+                    _ingest_source(source, config, warehouse, stager, pseudonymise, run_id, summary, on_batch)
+                except (OSError, ValueError, CollectorError) as exc:
+                    summary.errors.append(f"{source.name}: {exc}")
+                except duckdb.Error as exc:
+                    summary.errors.append(f"{source.name}: the warehouse refused a batch: {exc}")
+    except BaseException as exc:
+        summary.errors.append(f"run stopped: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        stager.close()
+        finish_run(warehouse, run_id, summary.counts, "; ".join(summary.errors) or None)
+    warehouse.checkpoint()
+    return summary
+
+
+def _ingest_source(
+    source: Source,
+    config: Config,
+    warehouse: Warehouse,
+    stager: Stager,
+    pseudonymise: Pseudonymiser,
+    run_id: int,
+    summary: IngestSummary,
+    on_batch: OnBatch | None,
+) -> None:
+    # (staged batch, where it came from, the cursor that covers it), oldest first.
+    in_flight: deque[tuple[Future[StagedBatch], str, dict[str, str]]] = deque()
+
+    def store_oldest() -> None:
+        future, source_uri, cursor = in_flight.popleft()
+        counts = store_batch(
+            warehouse, future.result(), collector=source.name, source_uri=source_uri, run_id=run_id, cursor=cursor
+        )
+        summary.counts.add(counts)
+        if on_batch:
+            on_batch(source.name, counts.new + counts.already + counts.quarantined)
+
+    for batch in source.batches(cursors(warehouse, source.name)):
+        options = {
+            "collector": source.name,
+            "source_uri": batch.source_uri,
+            "received_at": now_utc().isoformat(),
+            "choice": source.dialect,
+            "service": source.service,
+            "max_bytes": config.ingest.max_bytes,
+            "pseudonymise": pseudonymise,
+            "prevalidated": source.prevalidated,
+        }
+        in_flight.append((stager.submit(batch.items, options), batch.source_uri, batch.cursor))
+        while len(in_flight) > stager.depth:
+            store_oldest()
+    while in_flight:
+        store_oldest()
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsed reports are acyclic, so reference counting frees them; the cyclic collector
+    would only rescan every live batch again and again (it costs a third of ingest time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

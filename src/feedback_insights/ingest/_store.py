@@ -1,0 +1,154 @@
+"""Storing what ingestion produced: a batch of records and quarantine entries, the source
+cursor that covers them, and the run they belong to.
+
+A batch is stored in one transaction, so a crash leaves no partial batch and the cursor unmoved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import polars as pl
+
+from ..core import now_utc
+from ..warehouse import Warehouse, registered, transaction
+from ._normalise import Processed
+from ._staging import StagedBatch
+
+# Decisions are made on a narrow projection (row number, identity, retry key) and joined back
+# to the wide staged rows by row number: sorting whole records is what makes this slow.
+_INSERT_RECORDS = """
+INSERT INTO records
+WITH keys AS (
+    SELECT row, collector, id, service, session_id, content_hash,
+           CAST(received_at AS TIMESTAMPTZ) AS received_ts
+    FROM staged
+), fresh AS (
+    SELECT k.* FROM keys k
+    ANTI JOIN records r ON r.collector = k.collector AND r.id = k.id
+    QUALIFY row_number() OVER (PARTITION BY k.collector, k.id ORDER BY k.row) = 1
+), earlier AS (
+    SELECT r.service, r.session_id, r.content_hash, arg_min(r.id, r.received_at) AS first_id
+    FROM records r
+    SEMI JOIN fresh f ON f.session_id = r.session_id AND f.content_hash = r.content_hash
+    WHERE r.duplicate_of IS NULL
+    GROUP BY ALL
+), decided AS (
+    SELECT f.row, f.received_ts,
+        CASE WHEN f.session_id IS NULL THEN NULL
+             ELSE coalesce(e.first_id, CASE WHEN row_number() OVER retry > 1 THEN first_value(f.id) OVER retry END)
+        END AS duplicate_of
+    FROM fresh f
+    LEFT JOIN earlier e
+        ON e.service IS NOT DISTINCT FROM f.service
+       AND e.session_id = f.session_id
+       AND e.content_hash = f.content_hash
+    WINDOW retry AS (PARTITION BY f.service, f.session_id, f.content_hash ORDER BY f.received_ts, f.id)
+)
+SELECT
+    s.collector, s.id, s.dialect, s.service, s.account, d.received_ts, s.source, s.lane,
+    s.category, s.outcome, s.severity, s.summary, s.goal, s.detail, s.tool, s.method,
+    s.expected, s.actual, s.suggestion, s.workaround, s.rating, s.request_id, s.session_id,
+    s.trace_id, s.message_id, s.agent, s.evidence, s.context, s.metadata, s.original,
+    s.content_hash, d.duplicate_of, $source_uri, $run_id, $now, s.redactions
+FROM decided d JOIN staged s ON s.row = d.row
+RETURNING duplicate_of
+"""
+
+_UPSERT_QUARANTINE = """
+INSERT INTO quarantine (id, collector, source_uri, position, dialect, raw, problems,
+                        first_seen, last_seen, run_id)
+SELECT id, collector, source_uri, position, dialect, raw, CAST(problems AS JSON), $now, $now, $run_id
+FROM staged_quarantine
+ON CONFLICT (id) DO UPDATE SET
+    problems = excluded.problems, last_seen = excluded.last_seen, run_id = excluded.run_id,
+    position = excluded.position, source_uri = excluded.source_uri
+"""
+
+
+@dataclass(slots=True)
+class BatchCounts:
+    new: int = 0
+    already: int = 0
+    retries: int = 0
+    quarantined: int = 0
+
+    def add(self, other: BatchCounts) -> None:
+        self.new += other.new
+        self.already += other.already
+        self.retries += other.retries
+        self.quarantined += other.quarantined
+
+
+def start_run(warehouse: Warehouse) -> int:
+    row = warehouse.con.execute(
+        "INSERT INTO ingest_runs (started_at, status) VALUES (?, 'running') RETURNING id", [now_utc()]
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def finish_run(warehouse: Warehouse, run_id: int, counts: BatchCounts, error: str | None = None) -> None:
+    warehouse.con.execute(
+        """UPDATE ingest_runs SET finished_at = ?, status = ?, new = ?, already = ?, retries = ?,
+           quarantined = ?, error = ? WHERE id = ?""",
+        [now_utc(), "failed" if error else "ok", counts.new, counts.already, counts.retries,
+         counts.quarantined, error, run_id],
+    )
+
+
+def cursors(warehouse: Warehouse, collector: str) -> dict[str, str]:
+    rows = warehouse.con.execute("SELECT key, value FROM source_cursors WHERE collector = ?", [collector]).fetchall()
+    return dict(rows)
+
+
+def store_batch(
+    warehouse: Warehouse,
+    batch: Processed | StagedBatch,
+    *,
+    collector: str,
+    source_uri: str,
+    run_id: int,
+    cursor: dict[str, str] | None = None,
+) -> BatchCounts:
+    """Store a batch and move the cursor, all or nothing."""
+    staged = batch if isinstance(batch, StagedBatch) else StagedBatch.of(batch)
+    now = now_utc()
+    counts = BatchCounts(quarantined=staged.quarantine.num_rows if staged.quarantine is not None else 0)
+    con = warehouse.con
+    with transaction(con):
+        if staged.records is not None:
+            with registered(con, "staged", staged.records):
+                stored = con.execute(
+                    _INSERT_RECORDS, {"source_uri": source_uri, "run_id": run_id, "now": now}
+                ).fetchall()
+            counts.new = len(stored)
+            counts.already = staged.records.num_rows - counts.new
+            counts.retries = sum(1 for (duplicate_of,) in stored if duplicate_of is not None)
+        if staged.quarantine is not None:
+            with registered(con, "staged_quarantine", staged.quarantine):
+                con.execute(_UPSERT_QUARANTINE, {"now": now, "run_id": run_id})
+        for key, value in (cursor or {}).items():
+            con.execute(
+                """INSERT INTO source_cursors VALUES (?, ?, ?, ?)
+                   ON CONFLICT (collector, key) DO UPDATE SET value = excluded.value,
+                   updated_at = excluded.updated_at""",
+                [collector, key, value, now],
+            )
+    return counts
+
+
+def quarantine_entries(warehouse: Warehouse, include_replayed: bool = False) -> pl.DataFrame:
+    where = "" if include_replayed else "WHERE status = 'open'"
+    return warehouse.con.sql(
+        f"""SELECT id, collector, source_uri, position, dialect, status, problems, raw,
+                   first_seen, last_seen FROM quarantine {where} ORDER BY first_seen, source_uri, id"""
+    ).pl()
+
+
+def mark_replayed(warehouse: Warehouse, entry_id: str, record_ids: list[str]) -> None:
+    warehouse.con.execute(
+        "UPDATE quarantine SET status = 'replayed', replayed_at = ?, record_ids = ? WHERE id = ?",
+        [now_utc(), orjson.dumps(record_ids).decode(), entry_id],
+    )

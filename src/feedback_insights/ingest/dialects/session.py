@@ -1,0 +1,110 @@
+"""In-session, turn-anchored feedback: one ``agent_feedback`` row.
+
+A person's complaint (or an agent's ``record_feedback`` call) about one turn, carrying both
+pointers (trace_id, message_id, session_id, timeline_seq) and snapshots (target/prompt text),
+because a pointer alone dangles and a snapshot alone loses the tool calls.
+
+Mapping: ``sentiment`` good → lane positive_feedback, rating 5; bad or absent → lane
+bug_or_failure, category incorrect_response, rating 1 for bad (the seed defines feedback as
+"the class where the platform is at fault"). ``author`` user → source human_authored, agent →
+agent_authored. The row's ``status`` and ``issue_url`` stay in ``context`` so that filing can
+write back to them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, shared_schemas
+from .common import Origin
+
+ORDER = 40
+
+SCHEMAS = shared_schemas()
+_MARKERS = ("instance_id", "timeline_seq", "target_text", "surface")
+
+
+def looks_like(obj: Any) -> bool:
+    return isinstance(obj, dict) and "body" in obj and any(k in obj for k in _MARKERS)
+
+
+def turn_context(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The row's ``context`` column (JSON text in SQL) as an object. After scrubbing, a
+    redaction may have cut through the JSON; the text itself is kept in the original."""
+    value = row.get("context")
+    if isinstance(value, str) and value.strip():
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def validate(obj: Any, max_bytes: int = DEFAULT_MAX_BYTES, size: int | None = None) -> list[Problem]:
+    problems = SCHEMAS.check("session.schema.json", obj)
+    if isinstance(obj, dict) and isinstance(obj.get("context"), str) and obj["context"].strip():
+        try:
+            if not isinstance(orjson.loads(obj["context"]), dict):
+                problems.append(Problem("context", "must be a JSON object"))
+        except orjson.JSONDecodeError as exc:
+            problems.append(Problem("context", f"is not valid JSON: {exc}"))
+    return problems
+
+
+def ms_to_iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
+    turn = turn_context(obj) or {}
+    good = obj.get("sentiment") == "good"
+    rating = {"good": 5, "bad": 1}.get(obj.get("sentiment") or "")
+    return [
+        {
+            "id": obj["id"],
+            "dialect": "session",
+            "collector": origin.collector,
+            "service": origin.service,
+            "account": obj["user_id"],
+            "received_at": ms_to_iso(obj["ts"]),
+            "source": "agent_authored" if obj.get("author") == "agent" else "human_authored",
+            "lane": "positive_feedback" if good else "bug_or_failure",
+            "category": "other" if good else "incorrect_response",
+            "outcome": None,
+            "severity": None,
+            "summary": obj["body"],
+            "goal": None,
+            "detail": None,
+            "tool": None,
+            "method": None,
+            "expected": None,
+            "actual": None,
+            "suggestion": None,
+            "workaround": None,
+            "rating": rating,
+            "request_id": None,
+            "session_id": obj.get("session_id"),
+            "trace_id": obj.get("trace_id"),
+            "message_id": obj.get("message_id"),
+            "agent": compact({"name": turn.get("agentSlug"), "model": turn.get("model"), "framework": turn.get("engine")}),
+            "evidence": compact(
+                {k: obj.get(k) for k in ("target_role", "target_text", "target_at", "prompt_text", "timeline_seq")}
+            ),
+            "context": compact(
+                {
+                    **turn,
+                    "instance_id": obj["instance_id"],
+                    "surface": obj["surface"],
+                    "author": obj.get("author", "user"),
+                    "status": obj.get("status", "open"),
+                    "issue_url": obj.get("issue_url"),
+                }
+            ),
+            "metadata": None,
+            "original": obj,
+        }
+    ]

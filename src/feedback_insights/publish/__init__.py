@@ -1,0 +1,24 @@
+"""The publishing stage: approved drafts filed on GitHub exactly once; issue state read back;
+then every sink told (known_issue entries to collectors, filed in-session rows written back)."""
+
+from ._github import GitHubError, IssueState, IssueTracker
+from ._known_issues import deliver_known_issues, fingerprints, known_issue, payloads
+from ._sinks import Sink, SinkResult
+from ._stage import PublishRun, publish, publish_configured
+from ._write_back import write_back
+
+__all__ = [
+    "GitHubError",
+    "IssueState",
+    "IssueTracker",
+    "PublishRun",
+    "Sink",
+    "SinkResult",
+    "deliver_known_issues",
+    "fingerprints",
+    "known_issue",
+    "payloads",
+    "publish",
+    "publish_configured",
+    "write_back",
+]

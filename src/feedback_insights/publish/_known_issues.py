@@ -1,0 +1,113 @@
+"""known_issue entries for collectors: what the agents that hit a filed problem are told.
+
+For every filed cluster, each collector that supplied its records gets the AFP known_issue
+object (id, title, status, url, the maintainer's workaround) and how to recognise the problem
+in new reports: the member record ids it holds, and fingerprints (service, tool, the cluster's
+key terms) for reports it has not seen. A delivery is re-sent only when what would be sent
+changes (a status, a workaround, new members) or when the last attempt failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from ..config import Config, HttpCollectorConfig
+from ..core import now_utc
+from ..ingest import CollectorClient, CollectorError
+from ..warehouse import Warehouse
+from ._sinks import SinkResult
+
+#: Fingerprints need this many key terms: one word alone would match unrelated reports.
+MIN_TERMS = 2
+FINGERPRINT_TERMS = 3
+
+_FILED = """
+SELECT d.id AS draft_id, d.cluster_id, d.title, d.issue_url, d.workaround,
+       coalesce(d.known_status, 'acknowledged') AS status, c.service, c.key_terms, c.top_tools
+FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+WHERE d.status = 'filed'
+ORDER BY d.id
+"""
+
+_MEMBERS = """
+SELECT m.collector, list(m.id ORDER BY m.id) AS ids
+FROM cluster_members m
+WHERE m.view = 'reports' AND m.cluster_id = $cluster
+GROUP BY m.collector
+"""
+
+
+def known_issue(filed: dict[str, Any], prefix: str) -> dict[str, Any]:
+    issue = {"id": f"{prefix}{filed['cluster_id']}", "title": filed["title"], "status": filed["status"]}
+    if filed["issue_url"]:
+        issue["url"] = filed["issue_url"]
+    if filed["workaround"]:
+        issue["workaround"] = filed["workaround"]
+    return issue
+
+
+def fingerprints(filed: dict[str, Any]) -> list[dict[str, Any]]:
+    terms = list(filed["key_terms"] or [])[:FINGERPRINT_TERMS]
+    if len(terms) < MIN_TERMS:
+        return []
+    base: dict[str, Any] = {"terms": terms}
+    if filed["service"]:
+        base["service"] = filed["service"]
+    tools = list(filed["top_tools"] or [])[:3]
+    return [{**base, "tool": tool} for tool in tools] or [base]
+
+
+def payloads(config: Config, warehouse: Warehouse) -> list[tuple[int, str, dict[str, Any], dict[str, Any]]]:
+    """``(draft id, collector name, known_issue, match)`` for every filed cluster and every
+    configured HTTP collector that supplied some of its records."""
+    receiving = {s.name for s in config.sources if isinstance(s, HttpCollectorConfig) and s.known_issues}
+    out = []
+    for filed in warehouse.con.sql(_FILED).pl().iter_rows(named=True):
+        issue = known_issue(filed, config.github.known_issue_prefix)
+        for collector, ids in warehouse.con.execute(_MEMBERS, {"cluster": filed["cluster_id"]}).fetchall():
+            if collector in receiving:
+                out.append((filed["draft_id"], collector, issue, {"record_ids": ids, "fingerprints": fingerprints(filed)}))
+    return out
+
+
+def deliver_known_issues(config: Config, warehouse: Warehouse, collectors: Mapping[str, CollectorClient]) -> SinkResult:
+    """The ``known_issues`` sink: PUT every changed known_issue to its collectors; failures
+    are kept and retried next run."""
+    result = SinkResult()
+    delivered = {
+        (draft_id, collector): (digest, error)
+        for draft_id, collector, digest, error in warehouse.con.execute(
+            "SELECT draft_id, collector, payload_sha256, error FROM known_issue_deliveries"
+        ).fetchall()
+    }
+    for draft_id, collector, issue, match in payloads(config, warehouse):
+        digest = hashlib.sha256(orjson.dumps([issue, match], option=orjson.OPT_SORT_KEYS)).hexdigest()
+        if delivered.get((draft_id, collector)) == (digest, None):
+            result.unchanged += 1
+            continue
+        try:
+            collectors[collector].put_known_issue(issue, match)
+        except (CollectorError, KeyError) as exc:
+            message = str(exc) if isinstance(exc, CollectorError) else f"no client for collector {collector}"
+            result.errors.append(f"known_issue {issue['id']} → {collector}: {message}")
+            _record(warehouse, draft_id, collector, None, issue["status"], message)
+            continue
+        _record(warehouse, draft_id, collector, digest, issue["status"], None)
+        result.sent += 1
+    return result
+
+
+def _record(warehouse: Warehouse, draft_id: int, collector: str, digest: str | None, status: str, error: str | None) -> None:
+    # A failure keeps the digest of the last success (NULL here), so the next run sends again.
+    warehouse.con.execute(
+        """INSERT INTO known_issue_deliveries VALUES (?, ?, ?, ?, ?, ?)
+           ON CONFLICT (draft_id, collector) DO UPDATE SET
+               payload_sha256 = coalesce(excluded.payload_sha256, known_issue_deliveries.payload_sha256),
+               status = excluded.status, delivered_at = coalesce(excluded.delivered_at, known_issue_deliveries.delivered_at),
+               error = excluded.error""",
+        [draft_id, collector, digest, status, now_utc() if error is None else None, error],
+    )

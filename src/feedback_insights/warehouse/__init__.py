@@ -1,0 +1,14 @@
+"""The DuckDB warehouse: the one place state lives.
+
+One file, migrated on open; a lock file beside it so flows take turns (DuckDB has one writer);
+and every table as Parquet for shared storage. Stages own their SQL; this package knows no
+stage.
+"""
+
+from ._connection import Warehouse
+from ._lock import exclusive
+from ._migrations import migrate
+from ._parquet import export_parquet, import_parquet
+from ._sql import registered, transaction
+
+__all__ = ["Warehouse", "exclusive", "export_parquet", "import_parquet", "migrate", "registered", "transaction"]
