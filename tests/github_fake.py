@@ -2,8 +2,15 @@
 
 PyGithub talks to it over a socket exactly as it talks to api.github.com, so tests exercise the
 real client: its URL building, its pagination (it follows the Link header), its mapping of status
-codes to exceptions and its timeouts. Faults can be injected per request, including the one that
-makes exactly-once hard: the write happened but the client never heard back.
+codes to exceptions, its redirects and its timeouts. Faults can be injected per request, including
+the one that makes exactly-once hard: the write happened but the client never heard back.
+
+Strict where GitHub is strict (each shape as GitHub sends it, per its REST docs and the answers
+quoted in public bug reports): 422 "Validation Failed" for a title over 256 characters, a body
+over 65,536 or a label name over 50; the rate limit headers on every answer and a 403 once the
+hour's quota is used up; 301 from a transferred issue to its new home. Injectable: 403 "Resource
+not accessible by integration", 404, 410 "Issues are disabled", primary limits (403 or 429,
+``X-RateLimit-Remaining: 0``, no Retry-After) and secondary limits with and without Retry-After.
 """
 
 from __future__ import annotations
@@ -24,10 +31,23 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 LOGIN = "feedback-bot"
+USER_ID = 1
 DOCS = "https://docs.github.com/rest"
 SECONDARY_RATE_LIMIT = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
 )
+PRIMARY_RATE_LIMIT = f"API rate limit exceeded for user ID {USER_ID}."
+RATE_LIMIT_DOCS = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api"
+REDIRECT_DOCS = (
+    "https://docs.github.com/rest/guides/best-practices-for-using-the-rest-api#follow-redirects"
+)
+# GitHub's limits, in characters.
+TITLE_LIMIT = 256
+BODY_LIMIT = 65_536
+LABEL_LIMIT = 50
+# A token's primary rate limit: requests per hour-long window.
+RATE_LIMIT = 5000
+RATE_WINDOW = 3600
 # Labels that GitHub creates on the fly (named in an issue but not defined yet) get this colour.
 AUTO_LABEL_COLOR = "ededed"
 FAULT_KINDS = frozenset(
@@ -38,8 +58,21 @@ FAULT_KINDS = frozenset(
         "rate_limit_429",
         "server_error",
         "server_error_after_effect",
+        "primary_rate_limit",
+        "primary_rate_limit_429",
+        "secondary_rate_limit_no_retry_after",
+        "integration_forbidden",
+        "repo_not_found",
+        "issues_disabled",
+        "validation_failed",
     }
 )
+# Refusals no retry changes: (status, message).
+_REFUSALS = {
+    "integration_forbidden": (403, "Resource not accessible by integration"),
+    "repo_not_found": (404, "Not Found"),
+    "issues_disabled": (410, "Issues are disabled for this repo"),
+}
 _STATE_REASONS = frozenset({"completed", "not_planned", "duplicate", "reopened"})
 
 # (status, JSON body, headers); the body is encoded under the lock, so it is one consistent state.
@@ -53,7 +86,8 @@ def _reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> 
 def _error(
     status: int, message: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> _Reply:
-    return _reply(status, {"message": message, "documentation_url": DOCS, **extra}, headers)
+    payload = {"message": message, "documentation_url": DOCS, "status": str(status), **extra}
+    return _reply(status, payload, headers)
 
 
 class _HttpError(Exception):
@@ -64,10 +98,46 @@ class _HttpError(Exception):
         self.reply = _error(status, message, **extra)
 
 
-def _invalid(resource: str, field_name: str, code: str = "invalid") -> _HttpError:
+class _Moved(Exception):
+    """The issue was transferred: the request is answered with a 301 to its new home."""
+
+    def __init__(self, repo_id: int, number: int) -> None:
+        self.path = f"/repositories/{repo_id}/issues/{number}"
+        super().__init__(self.path)
+
+
+def _invalid(resource: str, field_name: str, code: str = "invalid", **detail: Any) -> _HttpError:
     """GitHub's 422 for a request it understood but will not carry out."""
-    error = {"resource": resource, "code": code, "field": field_name}
+    error = {"resource": resource, "code": code, "field": field_name, **detail}
     return _HttpError(422, "Validation Failed", errors=[error])
+
+
+def _check_length(resource: str, field_name: str, value: Any, limit: int) -> None:
+    """GitHub's 422 for text over its limit, worded as GitHub words it."""
+    if isinstance(value, str) and len(value) > limit:
+        message = f"{field_name} is too long (maximum is {limit} characters)"
+        raise _invalid(resource, field_name, "custom", message=message)
+
+
+def _rate_headers(used: int, limit: int, reset: int) -> dict[str, str]:
+    """The primary rate limit headers GitHub sends on every answer (reset: UTC epoch seconds)."""
+    return {
+        "X-RateLimit-Limit": str(limit),
+        "X-RateLimit-Remaining": str(max(limit - used, 0)),
+        "X-RateLimit-Reset": str(reset),
+        "X-RateLimit-Used": str(min(used, limit)),
+        "X-RateLimit-Resource": "core",
+    }
+
+
+def _primary_limit(status: int, limit: int, reset: int) -> _Reply:
+    """The quota is used up until ``reset``: no Retry-After, only the headers say when."""
+    headers = _rate_headers(limit, limit, reset)
+    return _reply(
+        status,
+        {"message": PRIMARY_RATE_LIMIT, "documentation_url": RATE_LIMIT_DOCS, "status": str(status)},
+        headers,
+    )
 
 
 def _now() -> datetime:
@@ -87,6 +157,7 @@ class _Fault:
     times: int
     retry_after: int
     delay: float
+    reset_in: int
 
 
 @dataclass
@@ -110,6 +181,10 @@ class _Repo:
     full_name: str
     issues: dict[int, _Issue] = field(default_factory=dict)
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # label JSON by name
+    # Issue numbers are never reused, even after a transfer took one away.
+    numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    # Transferred issues: old number → (repository id, number) where they live now.
+    moved: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -133,6 +208,10 @@ class GitHubFake:
         self._ids = itertools.count(1)
         self._repos: dict[str, _Repo] = {}
         self._faults: list[_Fault] = []
+        #: The token's requests per hour; tests lower it to use the quota up.
+        self.rate_limit = RATE_LIMIT
+        self._used = 0
+        self._window_reset = 0
         repo = r"/repos/([^/]+/[^/]+)"
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., _Reply]]] = [
             (method, re.compile(pattern), handler)
@@ -157,6 +236,10 @@ class GitHubFake:
         with self._lock:
             self._repos[full_name] = _Repo(next(self._ids), full_name)
 
+    def repo_id(self, full_name: str) -> int:
+        with self._lock:
+            return self._repos[full_name].id
+
     def issues(self, full_name: str) -> list[dict[str, Any]]:
         with self._lock:
             repo = self._repos[full_name]
@@ -178,8 +261,12 @@ class GitHubFake:
         times: int = 1,
         retry_after: int | None = None,
         delay: float = 3.0,
+        reset_in: int = 30,
     ) -> None:
-        """Make the next `times` requests matching method and path (no query string) fail."""
+        """Make the next `times` requests matching method and path (no query string) fail.
+
+        `retry_after` is the Retry-After of the secondary limits that send one; `reset_in` the
+        seconds until a primary limit's X-RateLimit-Reset."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; one of {sorted(FAULT_KINDS)}")
         if times < 1:
@@ -191,6 +278,7 @@ class GitHubFake:
             times,
             1 if retry_after is None else retry_after,
             delay,
+            reset_in,
         )
         with self._lock:
             self._faults.append(fault)
@@ -205,6 +293,24 @@ class GitHubFake:
         with self._lock:
             self._set_state(self._repos[full_name].issues[number], "open", None)
 
+    def transfer_issue(self, full_name: str, number: int, to: str) -> int:
+        """A maintainer transfers the issue to another repository; its number there. The old
+        address answers 301 from now on, as GitHub's does."""
+        with self._lock:
+            source, target = self._repos[full_name], self._repos[to]
+            issue = source.issues.pop(number)
+            moved = dataclasses.replace(issue, number=next(target.numbers))
+            moved.labels = self._attach(target, issue.labels)
+            moved.updated_at = _now()
+            target.issues[moved.number] = moved
+            source.moved[number] = (target.id, moved.number)
+            return moved.number
+
+    def reset_rate_limit(self) -> None:
+        """The hour is over: a new window with the whole quota."""
+        with self._lock:
+            self._window_reset = 0
+
     def add_label(self, full_name: str, number: int, name: str) -> None:
         """A maintainer labels the issue on github.com (creating the label if needed)."""
         with self._lock:
@@ -216,12 +322,20 @@ class GitHubFake:
     # The HTTP side.
 
     def serve(self, method: str, target: str, authorization: str | None, body: bytes) -> _Reply:
-        """Answer one request: record it, check the token, then fail it if a fault matches."""
+        """Answer one request: record it, check the token and the quota, then fail it if a fault
+        matches. Every authenticated answer carries the rate limit headers."""
         with self._lock:
             self.requests.append((method, target))
             if authorization not in (f"token {self.token}", f"Bearer {self.token}"):
                 return _error(401, "Bad credentials")
+            quota = self._spend()
+            if quota is None:
+                return _primary_limit(403, self.rate_limit, self._window_reset)
             fault = self._take_fault(method, urlsplit(target).path)
+        status, payload, headers = self._answer(fault, method, target, body)
+        return status, payload, {**quota, **headers}
+
+    def _answer(self, fault: _Fault | None, method: str, target: str, body: bytes) -> _Reply:
         if fault is None:
             return self._route(method, target, body)
         # The sleeps are outside the lock: other requests go on meanwhile.
@@ -233,7 +347,18 @@ class GitHubFake:
             self._route(method, target, body)
         if fault.kind == "timeout_before_effect":
             time.sleep(fault.delay)
-        return _fault_reply(fault)
+        return _fault_reply(fault, self.rate_limit)
+
+    def _spend(self) -> dict[str, str] | None:
+        """Count the request against the hour's quota: its rate limit headers, or None when
+        the quota was already used up (GitHub refuses before doing anything)."""
+        now = int(time.time())
+        if now >= self._window_reset:
+            self._window_reset, self._used = now + RATE_WINDOW, 0
+        if self._used >= self.rate_limit:
+            return None
+        self._used += 1
+        return _rate_headers(self._used, self.rate_limit, self._window_reset)
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:
         for fault in self._faults:
@@ -246,18 +371,36 @@ class GitHubFake:
 
     def _route(self, method: str, target: str, body: bytes) -> _Reply:
         split = urlsplit(target)
-        for verb, pattern, handler in self._routes:
-            match = pattern.fullmatch(split.path)
-            if verb != method or match is None:
-                continue
-            try:
-                query = {name: values[-1] for name, values in parse_qs(split.query).items()}
-                request = _Request(split.path, query, _json_object(body))
-                with self._lock:
+        with self._lock:
+            path = self._canonical(split.path)
+            for verb, pattern, handler in self._routes:
+                match = pattern.fullmatch(path)
+                if verb != method or match is None:
+                    continue
+                try:
+                    query = {name: values[-1] for name, values in parse_qs(split.query).items()}
+                    request = _Request(split.path, query, _json_object(body))
                     return handler(request, *map(unquote, match.groups()))
-            except _HttpError as error:
-                return error.reply
+                except _HttpError as error:
+                    return error.reply
+                except _Moved as moved:
+                    return self._moved(path, moved)
         return _error(404, "Not Found")
+
+    def _canonical(self, path: str) -> str:
+        """``/repositories/{id}/…`` (where a redirect points) is the repository's ``/repos/…``."""
+        match = re.fullmatch(r"/repositories/(\d+)(/.*)?", path)
+        if match is None:
+            return path
+        full_name = next((r.full_name for r in self._repos.values() if r.id == int(match[1])), None)
+        return path if full_name is None else f"/repos/{full_name}{match[2] or ''}"
+
+    def _moved(self, path: str, moved: _Moved) -> _Reply:
+        """GitHub's 301 for a transferred issue: Location and the body's url say where it is."""
+        rest = re.sub(r"^/repos/[^/]+/[^/]+/issues/\d+", "", path)
+        location = f"{self.url}{moved.path}{rest}"
+        payload = {"message": "Moved Permanently", "url": location, "documentation_url": REDIRECT_DOCS}
+        return _reply(301, payload, {"Location": location})
 
     # Routes: each runs under the lock and returns the full reply.
 
@@ -292,13 +435,16 @@ class GitHubFake:
         title = request.body.get("title")
         if not isinstance(title, str) or not title.strip():
             raise _invalid("Issue", "title", "missing_field")
+        _check_length("Issue", "title", title, TITLE_LIMIT)
+        _check_length("Issue", "body", request.body.get("body"), BODY_LIMIT)
+        labels = self._attach(repo, request.body.get("labels", []))
         now = _now()
         issue = _Issue(
             id=next(self._ids),
-            number=len(repo.issues) + 1,
+            number=next(repo.numbers),
             title=title,
             body=request.body.get("body"),
-            labels=self._attach(repo, request.body.get("labels", [])),
+            labels=labels,
             created_at=now,
             updated_at=now,
         )
@@ -313,6 +459,8 @@ class GitHubFake:
         repo = self._repo(full_name)
         issue = dataclasses.replace(_issue(repo, number))  # edit a copy: a 422 changes nothing
         changes = request.body
+        _check_length("Issue", "title", changes.get("title"), TITLE_LIMIT)
+        _check_length("Issue", "body", changes.get("body"), BODY_LIMIT)
         if "title" in changes:
             issue.title = changes["title"]
         if "body" in changes:
@@ -366,6 +514,7 @@ class GitHubFake:
         name = request.body.get("name")
         if not isinstance(name, str) or not name.strip():
             raise _invalid("Label", "name", "missing_field")
+        _check_length("Label", "name", name, LABEL_LIMIT)
         if _find_label(repo, name) is not None:
             raise _invalid("Label", "name", "already_exists")
         color = request.body.get("color", AUTO_LABEL_COLOR).removeprefix("#")
@@ -380,9 +529,14 @@ class GitHubFake:
         return self._repos[full_name]
 
     def _attach(self, repo: _Repo, names: Any) -> list[str]:
-        """Resolve label names against the repository, creating the missing ones as GitHub does."""
+        """Resolve label names against the repository, creating the missing ones as GitHub does
+        (all checked first: a refused name creates none of them)."""
         if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
             raise _invalid("Issue", "labels")
+        for name in names:
+            if len(name) > LABEL_LIMIT:
+                error = {"value": name, "resource": "Label", "field": "name", "code": "invalid"}
+                raise _HttpError(422, "Validation Failed", errors=[error])
         attached: list[str] = []
         for name in names:
             label = _find_label(repo, name) or self._new_label(repo, name, AUTO_LABEL_COLOR, None)
@@ -445,8 +599,8 @@ class GitHubFake:
     def _user_json(self) -> dict[str, Any]:
         return {
             "login": LOGIN,
-            "id": 1,
-            "node_id": "U_1",
+            "id": USER_ID,
+            "node_id": f"U_{USER_ID}",
             "type": "User",
             "url": f"{self.url}/users/{LOGIN}",
             "html_url": f"{self.url}/{LOGIN}",
@@ -499,13 +653,23 @@ class GitHubFake:
         }
 
 
-def _fault_reply(fault: _Fault) -> _Reply:
+def _fault_reply(fault: _Fault, limit: int) -> _Reply:
     """What a failed request gets back (after a timeout nobody is listening any more)."""
     if fault.kind == "timeout_before_effect":
         return _error(504, "We couldn't respond to your request in time.")
     if fault.kind in ("secondary_rate_limit", "rate_limit_429"):
         status = 403 if fault.kind == "secondary_rate_limit" else 429
         return _error(status, SECONDARY_RATE_LIMIT, {"Retry-After": str(fault.retry_after)})
+    if fault.kind == "secondary_rate_limit_no_retry_after":
+        return _error(403, SECONDARY_RATE_LIMIT)  # GitHub's rule then: wait at least a minute
+    if fault.kind in ("primary_rate_limit", "primary_rate_limit_429"):
+        status = 403 if fault.kind == "primary_rate_limit" else 429
+        return _primary_limit(status, limit, int(time.time()) + fault.reset_in)
+    if fault.kind in _REFUSALS:
+        return _error(*_REFUSALS[fault.kind])
+    if fault.kind == "validation_failed":  # one our checks did not foresee
+        message = f"body is too long (maximum is {BODY_LIMIT} characters)"
+        return _invalid("Issue", "body", "custom", message=message).reply
     return _error(502, "Server Error")
 
 
@@ -520,6 +684,8 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 
 def _issue(repo: _Repo, number: str) -> _Issue:
+    if int(number) in repo.moved:
+        raise _Moved(*repo.moved[int(number)])
     if int(number) not in repo.issues:
         raise _HttpError(404, "Not Found")
     return repo.issues[int(number)]

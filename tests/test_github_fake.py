@@ -13,6 +13,7 @@ from github import (
     BadCredentialsException,
     Github,
     GithubException,
+    RateLimitExceededException,
     UnknownObjectException,
 )
 from github.Repository import Repository
@@ -221,3 +222,156 @@ def test_bad_token_and_unknown_routes(fake: GitHubFake) -> None:
         client(fake).get_repo(REPO).get_issue(9)
     with pytest.raises(UnknownObjectException):
         client(fake).get_user("octocat")
+
+
+# Strict where GitHub is strict: its validation, its refusals, its redirects and rate limits.
+
+
+def _validation_errors(raised: pytest.ExceptionInfo[GithubException]) -> list[dict[str, Any]]:
+    assert raised.value.status == 422 and raised.value.data["message"] == "Validation Failed"
+    assert raised.value.data["documentation_url"].startswith("https://docs.github.com/")
+    return raised.value.data["errors"]
+
+
+def test_titles_bodies_and_label_names_over_githubs_limits_are_refused(
+    fake: GitHubFake, repo: Repository
+) -> None:
+    with pytest.raises(GithubException) as raised:
+        repo.create_issue("t" * 257)
+    assert _validation_errors(raised) == [
+        {"resource": "Issue", "code": "custom", "field": "title",
+         "message": "title is too long (maximum is 256 characters)"}
+    ]
+    with pytest.raises(GithubException) as raised:
+        repo.create_issue("Long body", body="b" * 65_537)
+    assert _validation_errors(raised) == [
+        {"resource": "Issue", "code": "custom", "field": "body",
+         "message": "body is too long (maximum is 65536 characters)"}
+    ]
+    with pytest.raises(GithubException) as raised:
+        repo.create_issue("Long label", labels=["l" * 51])
+    assert _validation_errors(raised) == [
+        {"value": "l" * 51, "resource": "Label", "field": "name", "code": "invalid"}
+    ]
+    with pytest.raises(GithubException) as raised:
+        repo.create_label("l" * 51, "ff0000")
+    assert _validation_errors(raised) == [
+        {"resource": "Label", "code": "custom", "field": "name",
+         "message": "name is too long (maximum is 50 characters)"}
+    ]
+    assert fake.issues(REPO) == [] and fake.labels(REPO) == {}
+
+    issue = repo.create_issue("t" * 256, body="b" * 65_536, labels=["l" * 50])  # at the limits
+    with pytest.raises(GithubException) as raised:
+        issue.edit(title="t" * 257)
+    assert _validation_errors(raised)[0]["field"] == "title"
+    assert fake.issues(REPO)[0]["title"] == "t" * 256
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "message"),
+    [
+        ("integration_forbidden", 403, "Resource not accessible by integration"),
+        ("repo_not_found", 404, "Not Found"),
+        ("issues_disabled", 410, "Issues are disabled for this repo"),
+        ("validation_failed", 422, "Validation Failed"),
+    ],
+)
+def test_refusals_can_be_injected(
+    fake: GitHubFake, repo: Repository, kind: str, status: int, message: str
+) -> None:
+    fake.fail("POST", ISSUES, kind)
+    with pytest.raises(GithubException) as raised:
+        repo.create_issue("Refused")
+    assert (raised.value.status, raised.value.data["message"]) == (status, message)
+    assert not isinstance(raised.value, RateLimitExceededException)  # nothing to wait for
+    assert "retry-after" not in raised.value.headers
+    assert isinstance(raised.value, UnknownObjectException) == (status == 404)
+    if kind == "validation_failed":
+        assert raised.value.data["errors"][0]["field"] == "body"
+    assert fake.issues(REPO) == []
+    assert repo.create_issue("Accepted").number == 1
+
+
+def test_normal_answers_carry_the_rate_limit_headers(fake: GitHubFake) -> None:
+    url, auth = f"{fake.url}/repos/{REPO}", {"Authorization": f"token {fake.token}"}
+    first = requests.get(url, headers=auth, timeout=1).headers
+    second = requests.get(url, headers=auth, timeout=1).headers
+    assert first["X-RateLimit-Limit"] == "5000" and first["X-RateLimit-Resource"] == "core"
+    assert (first["X-RateLimit-Used"], first["X-RateLimit-Remaining"]) == ("1", "4999")
+    assert (second["X-RateLimit-Used"], second["X-RateLimit-Remaining"]) == ("2", "4998")
+    reset = int(first["X-RateLimit-Reset"])  # UTC epoch seconds: the window's end
+    assert 3500 < reset - time.time() <= 3600 and second["X-RateLimit-Reset"] == str(reset)
+    gh = client(fake)
+    gh.get_repo(REPO)
+    assert gh.rate_limiting == (4997, 5000) and gh.rate_limiting_resettime == reset
+
+
+@pytest.mark.parametrize(("kind", "status"), [("primary_rate_limit", 403), ("primary_rate_limit_429", 429)])
+def test_a_primary_rate_limit_says_when_it_resets_and_nothing_else(
+    fake: GitHubFake, repo: Repository, kind: str, status: int
+) -> None:
+    fake.fail("POST", ISSUES, kind, reset_in=40)
+    with pytest.raises(GithubException) as raised:
+        repo.create_issue("Over the limit")
+    headers = raised.value.headers
+    assert raised.value.status == status
+    assert raised.value.data["message"].startswith("API rate limit exceeded for user ID 1.")
+    assert isinstance(raised.value, RateLimitExceededException) == (status == 403)  # PyGithub's mapping
+    assert headers["x-ratelimit-remaining"] == "0" and headers["x-ratelimit-used"] == headers["x-ratelimit-limit"]
+    assert 38 <= int(headers["x-ratelimit-reset"]) - time.time() <= 40
+    assert "retry-after" not in headers  # GitHub sends none with a primary limit
+    assert fake.issues(REPO) == []
+
+
+def test_a_secondary_rate_limit_may_come_without_retry_after(fake: GitHubFake, repo: Repository) -> None:
+    fake.fail("POST", ISSUES, "secondary_rate_limit_no_retry_after")
+    with pytest.raises(RateLimitExceededException) as raised:
+        repo.create_issue("Too fast")
+    assert raised.value.status == 403 and "secondary rate limit" in raised.value.data["message"]
+    assert "retry-after" not in raised.value.headers
+    assert int(raised.value.headers["x-ratelimit-remaining"]) > 0  # not the primary limit
+    assert fake.issues(REPO) == []
+
+
+def test_using_up_the_quota_is_refused_until_the_window_resets(fake: GitHubFake) -> None:
+    fake.rate_limit = 3
+    gh = client(fake)
+    repo = gh.get_repo(REPO)
+    repo.create_issue("Second request")
+    assert gh.rate_limiting == (1, 3)
+    repo.get_issue(1)
+    with pytest.raises(RateLimitExceededException) as raised:
+        repo.get_issue(1)
+    assert raised.value.headers["x-ratelimit-remaining"] == "0"
+    assert int(raised.value.headers["x-ratelimit-reset"]) - time.time() > 3500
+    fake.reset_rate_limit()
+    assert repo.get_issue(1).number == 1
+
+
+def test_a_transferred_issue_answers_301_and_pygithub_follows_it(fake: GitHubFake, repo: Repository) -> None:
+    fake.add_repo("acme/elsewhere")
+    repo.create_issue("Wrong repository")
+    repo.create_issue("Stays")
+    number = fake.transfer_issue(REPO, 1, "acme/elsewhere")
+    assert number == 1 and [i["title"] for i in fake.issues("acme/elsewhere")] == ["Wrong repository"]
+    assert [i["number"] for i in fake.issues(REPO)] == [2]
+
+    answer = requests.get(
+        f"{fake.url}/repos/{REPO}/issues/1",
+        headers={"Authorization": f"token {fake.token}"}, allow_redirects=False, timeout=1,
+    )
+    moved = f"{fake.url}/repositories/{fake.repo_id('acme/elsewhere')}/issues/1"
+    assert answer.status_code == 301 and answer.headers["Location"] == moved
+    assert answer.json()["message"] == "Moved Permanently" and answer.json()["url"] == moved
+
+    del fake.requests[:]
+    issue = repo.get_issue(1)
+    assert fake.requests == [
+        ("GET", "/repos/acme/api/issues/1"), ("GET", f"/repositories/{fake.repo_id('acme/elsewhere')}/issues/1")
+    ]
+    assert (issue.title, issue.repository_url) == ("Wrong repository", f"{fake.url}/repos/acme/elsewhere")
+    assert issue.html_url == f"{fake.url}/acme/elsewhere/issues/1"
+    issue.create_comment("Followed")
+    assert [c["body"] for c in fake.comments("acme/elsewhere", 1)] == ["Followed"]
+    assert [i.number for i in repo.get_issues(state="all")] == [2]

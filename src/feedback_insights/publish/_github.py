@@ -5,30 +5,52 @@ that may already have created the issue (measured against the fake: three issues
 call). So PyGithub retries reads only, and :meth:`IssueTracker.file_once` retries creation
 itself, looking first, before every attempt, for an issue that carries the cluster's marker
 (the repository's issues with the marker label, listed, not searched: the search index lags).
+
+GitHub's rules, for reads and writes alike (its REST docs, "Best practices" and "Rate limits"):
+
+- what GitHub would refuse is not sent: a title over 256 characters is shortened, a body over
+  65,536 or a label name over 50 is one error line;
+- a refusal no retry changes (a 403 that is no rate limit, 404, 410, 422) is one line naming
+  the repository and what to fix, and is never retried;
+- a rate limit is waited for: ``Retry-After`` when sent; else, with ``X-RateLimit-Remaining:
+  0``, until ``X-RateLimit-Reset``; else at least a minute, longer at each try. The waits go
+  through the tracker's ``sleep`` (tests record them), at most :data:`MAX_RATE_LIMIT_WAIT`
+  each: a longer one is an error, and no request is made until it has passed (an integration
+  that keeps asking while limited may be banned);
+- a redirect (301: a transferred issue) is followed, by PyGithub.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TypeVar
+from datetime import UTC, datetime
+from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 import requests
-from github import Auth, Github, GithubException, GithubRetry, UnknownObjectException
+from github import Auth, Github, GithubException
 from github.Issue import Issue
 from github.Repository import Repository
+from requests.adapters import Retry  # urllib3's, through requests (PyGithub's transport)
 
 from ..config import GitHubConfig
 from ..core import retry_after
-from ..drafts import cluster_of
+from ..drafts import cluster_of, neutralise
 
 T = TypeVar("T")
 LABEL_COLOUR = "c5def5"
-#: The longest PyGithub may wait for a rate limit to reset before giving up (one clear error).
+#: GitHub's limits, in characters: anything longer is answered 422.
+TITLE_LIMIT = 256
+BODY_LIMIT = 65_536
+LABEL_LIMIT = 50
+#: The longest wait for a rate limit before giving up (one clear error).
 MAX_RATE_LIMIT_WAIT = 300
+#: GitHub's rule for a rate limit that says neither Retry-After nor when it resets: a minute.
+SECONDARY_RATE_WAIT = 60
 #: Methods PyGithub may repeat by itself: reads, and writes whose repetition changes nothing.
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
 
@@ -45,6 +67,8 @@ class IssueState:
     state_reason: str | None
     labels: list[str]
     closed_at: datetime | None
+    #: owner/name of the repository the issue is in now (a transferred issue moved).
+    repo: str | None = None
 
     def known_status(self, status_labels: Mapping[str, str]) -> str:
         """The AFP known_issue status: closed as completed → fixed, as not planned → wont_fix;
@@ -62,8 +86,110 @@ class IssueState:
 
 def _state(issue: Issue) -> IssueState:
     return IssueState(
-        issue.number, issue.html_url, issue.state, issue.state_reason, [label.name for label in issue.labels], issue.closed_at
+        issue.number, issue.html_url, issue.state, issue.state_reason, [label.name for label in issue.labels], issue.closed_at,
+        "/".join(urlsplit(issue.repository_url).path.split("/")[-2:]),
     )
+
+
+class _ReadRetry(Retry):
+    """urllib3's retry of reads after connection errors, timeouts and 5xx, waiting through the
+    tracker's ``sleep``. Not of rate limits: PyGithub's GithubRetry would wait for those itself,
+    with real sleeps and for reads only, so a 403 or 429 comes back to :class:`IssueTracker`,
+    which waits by GitHub's rules for reads and writes alike."""
+
+    #: A Retry-After makes urllib3 retry a 503 only: a 429 is a rate limit, ours to wait for.
+    RETRY_AFTER_STATUS_CODES = frozenset({503})
+
+    def __init__(self, pause: Callable[[float], None] = time.sleep, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pause = pause
+
+    def new(self, **kwargs: Any) -> Self:
+        return super().new(pause=self.pause, **kwargs)
+
+    def sleep(self, response: Any = None) -> None:
+        after = retry_after(response.headers.get("Retry-After"), MAX_RATE_LIMIT_WAIT) if response is not None else None
+        wait = after or self.get_backoff_time()
+        if wait > 0:
+            self.pause(wait)
+
+
+@dataclass(frozen=True, slots=True)
+class _Limit:
+    """A rate limit: how long GitHub asks us to wait, and the words for an error line."""
+
+    wait: float
+    reason: str
+
+
+def _rate_limit(exc: GithubException, attempt: int) -> _Limit | None:
+    """The wait GitHub's rules ask for after this answer, or None when it is no rate limit:
+    Retry-After when sent; else, with no request remaining, until X-RateLimit-Reset (UTC epoch
+    seconds; one more, as it is not said when in that second it resets); else, for a 429 or a
+    403 that says "rate limit", at least a minute, doubled at each further try."""
+    if exc.status not in (403, 429):
+        return None
+    headers = exc.headers or {}  # PyGithub lower-cases their names
+    after = retry_after(headers.get("retry-after"), math.inf)
+    if after:
+        return _Limit(after, f"GitHub asks for no request ({exc.status} with Retry-After)")
+    reset = retry_after(headers.get("x-ratelimit-reset"), math.inf)
+    if headers.get("x-ratelimit-remaining") == "0" and reset:
+        return _Limit(max(reset - time.time(), 0.0) + 1, "GitHub's rate limit for this token is used up")
+    if exc.status == 429 or "rate limit" in _message(exc).lower():
+        return _Limit(min(SECONDARY_RATE_WAIT * 2**attempt, MAX_RATE_LIMIT_WAIT), "GitHub's secondary rate limit holds")
+    return None
+
+
+def _refusal(repo: str, exc: GithubException) -> str:
+    """What GitHub refused, and what to fix, for an answer no retry changes."""
+    status, message = exc.status, _message(exc)
+    if status == 403:
+        return f'GitHub refused the token (403 {message}): give it the permission "Issues: write" on {repo}'
+    if status == 404:
+        return (f"not found (404 {message}): check that {repo} is the repository's name in [github] repos or "
+                "default_repo, and that the token can see it")
+    if status == 410 and "disabled" in message.lower():
+        return (f"issues are disabled on {repo} (410 {message}): enable Issues in its settings, or map the service "
+                "to another repository in [github] repos")
+    if status == 422:
+        return f"GitHub found it invalid (422 {message}): {_invalid_fields(exc)}"
+    return f"GitHub answered {status}: {message}"
+
+
+def _invalid_fields(exc: GithubException) -> str:
+    """A 422's errors, each as "Resource field: message" (or its code when it has none)."""
+    errors = exc.data.get("errors") if isinstance(exc.data, dict) else None
+    found = [
+        f"{error.get('resource', '')} {error.get('field', '?')}: {error.get('message') or error.get('code', 'invalid')}"
+        for error in errors or [] if isinstance(error, dict)
+    ]
+    return "; ".join(text.strip() for text in found) or "no details given"
+
+
+def _already_exists(exc: GithubException) -> bool:
+    return exc.status == 422 and "already_exists" in _invalid_fields(exc)
+
+
+def _fit_title(title: str) -> str:
+    """A title GitHub takes: one too long is shortened, with an ellipsis, rather than refused."""
+    return neutralise.truncate(title, TITLE_LIMIT)
+
+
+def _check_fits(repo: str, body: str, labels: list[str]) -> None:
+    """A body or label name GitHub would refuse is one error line; they are not sent. Neither is
+    cut here: the body is the drafts stage's (it keeps to 60,000) or a maintainer's edit, and a
+    shortened label would be another label."""
+    if len(body) > BODY_LIMIT:
+        raise GitHubError(
+            f"{repo}: the body is {len(body):,} characters, GitHub takes at most {BODY_LIMIT:,}: shorten it (drafts edit)"
+        )
+    for label in labels:
+        if len(label) > LABEL_LIMIT:
+            raise GitHubError(
+                f"{repo}: the label {label!r} is {len(label)} characters, GitHub takes at most {LABEL_LIMIT}: "
+                "shorten it (drafts edit, or [drafts] labels)"
+            )
 
 
 class IssueTracker:
@@ -77,9 +203,9 @@ class IssueTracker:
             # other=0: urllib3 would otherwise repeat any method after an error it cannot classify
             # (an SSL error while reading the answer), POST included. raise_on_status=False: a
             # read that keeps failing ends as a GithubException with its status.
-            retry=GithubRetry(
-                total=config.retries, backoff_factor=config.backoff, allowed_methods=_IDEMPOTENT, other=0,
-                raise_on_status=False, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT,
+            retry=_ReadRetry(
+                sleep, total=config.retries, backoff_factor=config.backoff, allowed_methods=_IDEMPOTENT, other=0,
+                status_forcelist=range(500, 600), raise_on_status=False,
             ),
             seconds_between_writes=config.seconds_between_writes or None,
             seconds_between_requests=None,
@@ -87,39 +213,34 @@ class IssueTracker:
         self._repos: dict[str, Repository] = {}
         self._labels: dict[str, set[str]] = {}
         self._marked: dict[str, dict[int, Issue]] = {}
+        #: Until when GitHub asked for no request (UTC epoch seconds), and why.
+        self._held: tuple[float, str] | None = None
 
     def close(self) -> None:
         self._github.close()
 
     def repo(self, name: str) -> Repository:
         if name not in self._repos:
-            self._repos[name] = self._call(f"repository {name}", lambda: self._github.get_repo(name))
+            self._repos[name] = self._call(name, f"repository {name}", lambda: self._github.get_repo(name))
         return self._repos[name]
 
     def ensure_labels(self, repo_name: str, names: list[str]) -> None:
         """Create the labels the repository does not have yet."""
         repo = self.repo(repo_name)
         if repo_name not in self._labels:
-            labels = self._call(f"labels of {repo_name}", lambda: list(repo.get_labels()))
+            labels = self._call(repo_name, f"labels of {repo_name}", lambda: list(repo.get_labels()))
             self._labels[repo_name] = {label.name.lower() for label in labels}
         for name in names:
-            if name.lower() in self._labels[repo_name]:
-                continue
-            try:
-                repo.create_label(name, LABEL_COLOUR, "added by feedback-insights")
-            except GithubException as exc:
-                if exc.status != 422:  # 422: it exists after all (created meanwhile)
-                    raise GitHubError(f"{repo_name}: could not create label {name!r}: {_message(exc)}") from None
-            except requests.RequestException as exc:
-                raise GitHubError(f"{repo_name}: could not create label {name!r}: {type(exc).__name__}") from None
-            self._labels[repo_name].add(name.lower())
+            if name.lower() not in self._labels[repo_name]:
+                self._call(repo_name, f"{repo_name}: label {name!r}", functools.partial(_create_label, repo, name))
+                self._labels[repo_name].add(name.lower())
 
     def find(self, repo_name: str, cluster_id: int, refresh: bool = False) -> Issue | None:
         """The issue already filed for ``cluster_id``, by its marker."""
         if refresh or repo_name not in self._marked:
             repo = self.repo(repo_name)
             issues = self._call(
-                f"issues of {repo_name}",
+                repo_name, f"issues of {repo_name}",
                 lambda: list(repo.get_issues(state="all", labels=[self.config.marker_label], sort="created", direction="asc")),
             )
             marked: dict[int, Issue] = {}
@@ -132,24 +253,25 @@ class IssueTracker:
 
     def file_once(self, repo_name: str, cluster_id: int, title: str, body: str, labels: list[str]) -> tuple[IssueState, bool]:
         """The cluster's issue and whether this call created it. A timeout, a rate limit or a
-        5xx is retried with backoff, and every retry first looks for what the failed attempt
-        may have created, so the issue exists once however the network behaves."""
+        5xx is retried, and every retry first looks for what the failed attempt may have
+        created, so the issue exists once however the network behaves. What GitHub would
+        refuse is not sent (a long title is shortened)."""
+        title = _fit_title(title)
         labels = list(dict.fromkeys([*labels, self.config.marker_label]))
+        _check_fits(repo_name, body, labels)
         self.ensure_labels(repo_name, labels)
         repo = self.repo(repo_name)
         for attempt in range(self.config.retries + 1):
             existing = self.find(repo_name, cluster_id, refresh=attempt > 0)
             if existing is not None:
                 return _state(existing), False
+            self._check_held(repo_name)
             try:
                 issue = repo.create_issue(title=title, body=body, labels=labels)
             except (requests.Timeout, requests.ConnectionError) as exc:
                 failure, wait = f"{type(exc).__name__}", self.config.backoff * 2**attempt
             except GithubException as exc:
-                if not _retryable(exc):
-                    raise GitHubError(f"{repo_name}: GitHub refused the issue ({exc.status}): {_message(exc)}") from None
-                failure = f"{exc.status}"
-                wait = retry_after((exc.headers or {}).get("retry-after"), 300.0) or self.config.backoff * 2**attempt
+                failure, wait = self._not_created(repo_name, exc, attempt)
             else:
                 self._marked.setdefault(repo_name, {})[cluster_id] = issue
                 return _state(issue), True
@@ -157,42 +279,88 @@ class IssueTracker:
                 self.sleep(wait)
         raise GitHubError(f"{repo_name}: could not file cluster {cluster_id} after {self.config.retries + 1} tries (last: {failure})")
 
+    def _not_created(self, repo_name: str, exc: GithubException, attempt: int) -> tuple[str, float]:
+        """Why creating failed and how long to wait before the next try; a refusal no retry
+        changes raises."""
+        limit = _rate_limit(exc, attempt)
+        if limit is not None:
+            return f"{exc.status} rate limit", self._bounded(repo_name, limit)
+        if exc.status >= 500:
+            return f"{exc.status}", self.config.backoff * 2**attempt
+        raise GitHubError(f"{repo_name}: {_refusal(repo_name, exc)}") from None
+
     def comment_once(self, repo_name: str, number: int, marker: str, body: str) -> bool:
         """Post ``body`` on the issue unless a comment already carries ``marker``; whether it
         posted. Not retried here: a lost answer is found by the next run's look first."""
         repo = self.repo(repo_name)
-        issue = self._call(f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
-        comments = self._call(f"comments of {repo_name}#{number}", lambda: list(issue.get_comments()))
+        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
+        comments = self._call(repo_name, f"comments of {repo_name}#{number}", lambda: list(issue.get_comments()))
         if any(marker in (comment.body or "") for comment in comments):
             return False
         try:
             issue.create_comment(body)
         except GithubException as exc:
-            raise GitHubError(f"{repo_name}#{number}: GitHub refused the comment ({exc.status}): {_message(exc)}") from None
+            if _rate_limit(exc, 0) is not None:
+                raise GitHubError(f"{repo_name}#{number}: rate limited ({exc.status}); the next run posts it") from None
+            raise GitHubError(f"{repo_name}#{number}: the comment was not posted: {_refusal(repo_name, exc)}") from None
         except requests.RequestException as exc:
             raise GitHubError(f"{repo_name}#{number}: the comment may not have been posted: {type(exc).__name__}") from None
         return True
 
     def state(self, repo_name: str, number: int) -> IssueState:
+        """The issue's state; a transferred issue's (the 301 is followed), with where it is now."""
         repo = self.repo(repo_name)
-        return _state(self._call(f"issue {repo_name}#{number}", lambda: repo.get_issue(number)))
+        return _state(self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number)))
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """A read, with PyGithub's retries; its failure as one :class:`GitHubError` line."""
-        try:
-            return fn()
-        except UnknownObjectException:
-            raise GitHubError(f"{what}: not found on {self.config.base_url} (check the name and the token's access)") from None
-        except GithubException as exc:
-            raise GitHubError(f"{what}: GitHub answered {exc.status}: {_message(exc)}") from None
-        except requests.RequestException as exc:
-            raise GitHubError(f"{what}: {self.config.base_url} could not be reached: {type(exc).__name__}") from None
+    def _call(self, repo_name: str, what: str, fn: Callable[[], T]) -> T:
+        """A request (a read is retried by PyGithub after transport errors and 5xx), again
+        after a rate limit; its failure as one :class:`GitHubError` line."""
+        for attempt in range(self.config.retries + 1):
+            self._check_held(what)
+            try:
+                return fn()
+            except GithubException as exc:
+                limit = _rate_limit(exc, attempt)
+                if limit is None:
+                    raise GitHubError(f"{what}: {_refusal(repo_name, exc)}") from None
+                status = exc.status
+            except requests.RequestException as exc:
+                raise GitHubError(f"{what}: {self.config.base_url} could not be reached: {type(exc).__name__}") from None
+            wait = self._bounded(what, limit)
+            if attempt < self.config.retries:
+                self.sleep(wait)
+        raise GitHubError(f"{what}: still rate limited after {self.config.retries + 1} tries (last: {status})")
+
+    def _bounded(self, what: str, limit: _Limit) -> float:
+        """The wait, when it is within :data:`MAX_RATE_LIMIT_WAIT`. A longer one holds every
+        further request until it has passed, and raises."""
+        if limit.wait <= MAX_RATE_LIMIT_WAIT:
+            return limit.wait
+        self._held = (time.time() + limit.wait, limit.reason)
+        raise GitHubError(self._held_line(what))
+
+    def _check_held(self, what: str) -> None:
+        if self._held is not None and time.time() < self._held[0]:
+            raise GitHubError(self._held_line(what))
+        self._held = None
+
+    def _held_line(self, what: str) -> str:
+        assert self._held is not None
+        until, reason = self._held
+        moment = datetime.fromtimestamp(until, UTC)
+        return (
+            f"{what}: {reason} until {moment:%H:%M:%S} UTC, {until - time.time():.0f} s from now "
+            f"(publishing waits at most {MAX_RATE_LIMIT_WAIT} s): run it again after then"
+        )
 
 
-def _retryable(exc: GithubException) -> bool:
-    if exc.status == 429 or exc.status >= 500:
-        return True
-    return exc.status == 403 and ("retry-after" in (exc.headers or {}) or "rate limit" in _message(exc).lower())
+def _create_label(repo: Repository, name: str) -> None:
+    """Create the label; one that exists after all (created meanwhile) is as good."""
+    try:
+        repo.create_label(name, LABEL_COLOUR, "added by feedback-insights")
+    except GithubException as exc:
+        if not _already_exists(exc):
+            raise
 
 
 def _message(exc: GithubException) -> str:

@@ -24,7 +24,7 @@ from ._sinks import SinkResult
 _CLUSTER_STATUS = {"fixed": "fixed", "wont_fix": "wont_fix"}
 
 _DRAFTS = """
-SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.known_status, c.service,
+SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.issue_url, d.known_status, c.service,
        d.accounts, d.reports, d.blocking_reports,
        c.status AS cluster_status, c.merged_into
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
@@ -151,6 +151,8 @@ def _sync(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: di
     except GitHubError as exc:
         run.errors.append(f"draft {draft['id']}: {exc}")
         return
+    if state.repo is not None and (state.repo.lower(), state.number) != (draft["repo"].lower(), draft["issue_number"]):
+        _moved(warehouse, draft, state)  # GitHub's names ignore case: only a transfer is a move
     status = state.known_status(config.github.status_labels)
     if status == draft["known_status"]:
         return
@@ -161,6 +163,17 @@ def _sync(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: di
         _set_cluster_status(warehouse, draft["cluster_id"], status, state)
         record_action(warehouse, draft["id"], "status", PIPELINE_ACTOR, {"from": draft["known_status"], "to": status})
     run.status_changes.append((draft["id"], draft["known_status"], status))
+
+
+def _moved(warehouse: Warehouse, draft: dict[str, Any], state: IssueState) -> None:
+    """The issue was transferred (GitHub answered 301, followed): remember where it is now, so
+    later runs, the known_issue url and write-back point at its new home, not at the redirect."""
+    with transaction(warehouse.con):
+        warehouse.con.execute(
+            "UPDATE drafts SET repo = ?, issue_number = ?, issue_url = ?, updated_at = ? WHERE id = ?",
+            [state.repo, state.number, state.url, now_utc(), draft["id"]],
+        )
+        record_action(warehouse, draft["id"], "moved", PIPELINE_ACTOR, {"from": draft["issue_url"], "to": state.url})
 
 
 def _update_demand(
