@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from feedback_insights.collector import Collector, Store, create_app, hash_key
+from feedback_insights.collector import Collector, Store, create_app, hash_key, server_config
 from feedback_insights.config import CollectorConfig
 from feedback_insights.privacy import Pseudonymiser
 
@@ -40,7 +40,8 @@ def running_collector(tmp_path: Path, **settings: Any) -> Iterator[RunningCollec
         **settings,
     )
     collector = Collector(config, Pseudonymiser(HMAC_KEY), Store(config.db))
-    server = uvicorn.Server(uvicorn.Config(create_app(collector), host="127.0.0.1", port=0, log_level="warning"))
+    # As `collector serve` runs it: the same protocol, timeouts and connection cap.
+    server = uvicorn.Server(server_config(create_app(collector), config, "127.0.0.1", 0))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -26,7 +26,7 @@ def collector_serve(
 
     import uvicorn
 
-    from ..collector import Collector, Store, create_app
+    from ..collector import Collector, Store, create_app, fit_connections, server_config
     from ..config import ENV_HMAC_KEY, embedded_default
     from ..privacy import Pseudonymiser
 
@@ -35,10 +35,15 @@ def collector_serve(
         # The sample's key is published: real customers' accounts need a key of their own.
         raise UserError(f"the collector pseudonymises real accounts: set {ENV_HMAC_KEY} (or give a --config)")
     settings = cfg.collector if db is None else cfg.collector.model_copy(update={"db": db})
+    connections = fit_connections(settings.max_connections)
+    if connections < settings.max_connections:
+        out.print(f"max_connections lowered to {connections}: the descriptor limit (ulimit -n) allows no more",
+                  highlight=False)
+        settings = settings.model_copy(update={"max_connections": connections})
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db))
     out.print(f"collector on http://{host}:{port}  ·  store {settings.db}  ·  auth {settings.auth}", highlight=False)
-    uvicorn.run(create_app(collector), host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(server_config(create_app(collector), settings, host, port)).run()
 
 
 @collector_app.command("hash-key")

@@ -8,6 +8,7 @@ issue (``/v1/known-issues``) endpoints are ours and are documented in ``schemas/
 from ._app import create_app
 from ._auth import hash_key
 from ._collector import Collector
+from ._server import fit_connections, server_config
 from ._store import Store
 
-__all__ = ["Collector", "Store", "create_app", "hash_key"]
+__all__ = ["Collector", "Store", "create_app", "fit_connections", "hash_key", "server_config"]

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Depends, Request, Response
 
 from ..config import CollectorConfig
+from ._collector import Collector, client_ip
 from ._http import Refused, error
 
 
@@ -23,14 +24,19 @@ def bearer(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def requires_key(keys: list[str], role: str) -> Any:
+def requires_key(collector: Collector, keys: list[str], role: str) -> Any:
     """A route dependency: 401 unless the bearer token is one of ``keys`` (``role``: whose
-    keys they are, for the message)."""
+    keys they are, for the message). Each failure counts towards the address's rate limit, and
+    an address over it is answered 429 before its key is looked at."""
 
     def check(request: Request) -> None:
+        ip = client_ip(request)
+        if refused := collector.blocked(ip):
+            raise Refused(refused)
         token = bearer(request)
         if token is None or hash_key(token) not in keys:
-            raise Refused(error(401, "unauthorized", f"A valid {role} key is required"))
+            unauthorized = error(401, "unauthorized", f"A valid {role} key is required")
+            raise Refused(collector.failed_authentication(ip, unauthorized))
 
     return Depends(check)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import Response
+from fastapi import Request, Response
 
 from ..config import CollectorConfig
 from ..ingest import content_hash, dialects
@@ -15,6 +15,14 @@ from ._http import error
 from ._matching import KnownIssues
 from ._rate_limit import RateLimiter
 from ._store import Store
+
+
+def _too_many(wait: int, message: str) -> Response | None:
+    return error(429, "rate_limited", message, headers={"retry-after": str(wait)}) if wait else None
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 class Collector:
@@ -32,11 +40,21 @@ class Collector:
         self.known = KnownIssues(self.store.known_issues())
 
     def limited(self, account: str | None, ip: str) -> Response | None:
+        """Count one submission (or failed authentication: ``account`` None) against the
+        limits; the 429 to answer when it is one too many."""
         now = time.monotonic()
         wait = max(self.per_account.wait(account, now) if account else 0, self.per_ip.wait(ip, now))
-        if wait:
-            return error(429, "rate_limited", "Too many feedback submissions", headers={"retry-after": str(wait)})
-        return None
+        return _too_many(wait, "Too many feedback submissions")
+
+    def blocked(self, ip: str) -> Response | None:
+        """The 429 for an address over its limit (after failed authentications), counting
+        nothing: a key route checks this before the key, so guessing learns nothing there."""
+        return _too_many(self.per_ip.blocked(ip, time.monotonic()), "Too many requests from this address")
+
+    def failed_authentication(self, ip: str, refusal: Response) -> Response:
+        """A failed authentication counts towards the address's limit: ``refusal`` (401), or the
+        429 once the address is over it."""
+        return _too_many(self.per_ip.wait(ip, time.monotonic()), "Too many failed authentications") or refusal
 
     def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None]:
         """Scrub, store and match one report in the collector envelope: its id (the first

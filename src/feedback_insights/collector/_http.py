@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from fastapi import Request, Response
+from starlette.requests import ClientDisconnect
+
+from ..core import Problem, depth_problem
+
+#: ``application/json`` and the structured ``application/*+json`` types, parameters allowed. Not
+#: a substring match: ``text/plain; charset=json`` is what a web page may POST cross-site
+#: without a preflight.
+_JSON_MEDIA_TYPE = re.compile(r"application/(?:[a-z0-9!#$&^_.+-]+\+)?json", re.IGNORECASE)
 
 
 class Refused(Exception):
@@ -25,6 +35,23 @@ def error(status: int, code: str, message: str, details: list[dict[str, str]] | 
     return Response(orjson.dumps({"error": body}), status, headers=headers, media_type="application/json")
 
 
+def invalid(code: str, problems: Iterable[Problem]) -> Response:
+    """400 naming every problem and its path (``invalid_feedback`` or ``invalid_request``)."""
+    problems = list(problems)
+    return error(400, code, "; ".join(map(str, problems)), [p.as_dict() for p in problems])
+
+
+def too_deep(body: Any) -> list[Problem]:
+    """The nesting limit, checked before anything walks the body recursively (validation,
+    scrubbing, storing): ``[problem]`` at the first path nested too deep, else ``[]``."""
+    problem = depth_problem(body)
+    return [problem] if problem else []
+
+
+def is_json(content_type: str) -> bool:
+    return _JSON_MEDIA_TYPE.fullmatch(content_type.partition(";")[0].strip()) is not None
+
+
 def json_response(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status, media_type="application/json")
 
@@ -35,18 +62,20 @@ def now_iso() -> str:
 
 async def read_json(request: Request, max_bytes: int) -> tuple[Any, Response | None]:
     """The parsed body, or the error to answer with (wrong type, over ``max_bytes``, not JSON)."""
-    content_type = request.headers.get("content-type", "")
-    if "json" not in content_type.lower():
-        return None, error(415, "unsupported_media_type", "Content-Type must be application/json")
+    if not is_json(request.headers.get("content-type", "")):
+        return None, error(415, "unsupported_media_type", "Content-Type must be application/json or application/*+json")
     too_large = error(413, "payload_too_large", f"The body is limited to {max_bytes} bytes")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         return None, too_large
     raw = bytearray()
-    async for chunk in request.stream():  # never holds more than the limit in memory
-        raw += chunk
-        if len(raw) > max_bytes:
-            return None, too_large
+    try:
+        async for chunk in request.stream():  # never holds more than the limit in memory
+            raw += chunk
+            if len(raw) > max_bytes:
+                return None, too_large
+    except ClientDisconnect:  # gone, or cut off by the body timeout: not a fault of ours
+        return None, error(408, "request_timeout", "The body did not arrive")
     try:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError:

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from ..core import schemas_dir
+from ..core import MAX_DEPTH, schemas_dir
 from ..core.vocabulary import near_miss_pattern
 
 ERROR: dict[str, Any] = {
@@ -37,8 +38,8 @@ _ERRORS = {
     401: "Missing or unknown key",
     404: "No such resource",
     413: "Body over the size limit",
-    415: "Content-Type is not JSON",
-    429: "Rate limited; Retry-After says when to try again",
+    415: "Content-Type is not application/json or application/*+json",
+    429: "Rate limited (failed authentications count too); Retry-After says when to try again",
     503: "Could not store the report; retry once after Retry-After",
 }
 
@@ -72,19 +73,33 @@ def afs_body() -> dict[str, Any]:
     return {**body, "properties": properties}
 
 
-def json_body(body_schema: dict[str, Any]) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": body_schema}}}}
+def json_body(body_schema: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """``openapi_extra=`` for a route that reads a JSON body of at most ``max_bytes``: the limit
+    counts bytes, which no JSON Schema keyword can say, so it is stated in words and in
+    ``x-max-bytes``."""
+    return {"requestBody": {
+        "required": True,
+        "description": f"JSON (application/json or application/*+json), at most {max_bytes} bytes "
+                       f"(413 over), objects and arrays nested at most {MAX_DEPTH} levels (400 deeper).",
+        "x-max-bytes": max_bytes,
+        "content": {"application/json": {"schema": body_schema}},
+    }}
 
 
-def answers(ok: dict[int, tuple[str, dict[str, Any] | None]], errors: tuple[int, ...]) -> dict[int | str, Any]:
-    """``responses=`` for a route: its successes and the errors it can return."""
+def answers(ok: Mapping[int, tuple[str, dict[str, Any] | None]], errors: tuple[int, ...],
+            max_bytes: int | None = None) -> dict[int | str, Any]:
+    """``responses=`` for a route: its successes and the errors it can return (``max_bytes``:
+    its body limit, for the 413's description)."""
     responses: dict[int | str, Any] = {}
     for status, (description, body) in ok.items():
         responses[status] = {"description": description}
         if body is not None:
             responses[status]["content"] = {"application/json": {"schema": body}}
     for status in errors:
-        responses[status] = {"description": _ERRORS[status], "content": {"application/json": {"schema": ERROR}}}
+        description = _ERRORS[status]
+        if status == 413 and max_bytes is not None:
+            description = f"Body over {max_bytes} bytes"
+        responses[status] = {"description": description, "content": {"application/json": {"schema": ERROR}}}
     return responses
 
 
@@ -99,7 +114,7 @@ DISCOVERY = {
         "auth": {"enum": ["none", "optional", "required"]},
     },
 }
-RECORD_RESULTS = {
+RECORD_RESULTS: dict[str, Any] = {
     "type": "object",
     "required": ["results"],
     "properties": {

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from ..core import Problem
 from . import _openapi as openapi
 from ._auth import requires_key
 from ._collector import Collector
-from ._http import error, json_response, now_iso, read_json
+from ._http import error, invalid, json_response, now_iso, read_json, too_deep
 from ._services import SCHEMAS
 
 MAX_KNOWN_ISSUE_BYTES = 10 * 1024 * 1024
+#: A known issue's id in a path: URL-safe characters only, so it reaches the route as it was
+#: written (the pipeline's are ``fi-cluster-<n>``), and no longer than the schema's 200.
+ISSUE_ID_PATTERN = r"^[A-Za-z0-9._:~-]{1,200}$"
+IssueId = Annotated[str, Path(pattern=ISSUE_ID_PATTERN, description="1 to 200 of A-Z a-z 0-9 . _ : ~ -")]
 
 
 def _cursor(seq: int) -> str:
@@ -26,10 +30,13 @@ def _seq(cursor: str | None) -> int:
 
 
 def router(collector: Collector) -> APIRouter:
-    routes = APIRouter(tags=["pipeline"], dependencies=[requires_key(collector.config.pipeline_keys, "pipeline")])
+    key = requires_key(collector, collector.config.pipeline_keys, "pipeline")
+    routes = APIRouter(tags=["pipeline"], dependencies=[key])
     store = collector.store
 
-    @routes.get("/v1/records", responses=openapi.answers({200: ("A page", openapi.schema("collector/records_page.schema.json"))}, (400, 401)))
+    page = openapi.schema("collector/records_page.schema.json")
+
+    @routes.get("/v1/records", responses=openapi.answers({200: ("A page", page)}, (400, 401, 429)))
     async def pull(
         after: Annotated[str | None, Query(pattern=r"^c[0-9]{1,18}$", description="next_cursor of the last page")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
@@ -40,18 +47,19 @@ def router(collector: Collector) -> APIRouter:
 
     known_issue = openapi.schema("collector/known_issue.schema.json")
 
-    @routes.put("/v1/known-issues/{issue_id}", openapi_extra=openapi.json_body(known_issue),
-                responses=openapi.answers({200: ("Replaced", known_issue), 201: ("Created", known_issue)}, (400, 401, 413, 415)))
-    async def put_known_issue(issue_id: str, request: Request) -> Response:
+    @routes.put("/v1/known-issues/{issue_id}", openapi_extra=openapi.json_body(known_issue, MAX_KNOWN_ISSUE_BYTES),
+                responses=openapi.answers({200: ("Replaced", known_issue), 201: ("Created", known_issue)},
+                                          (400, 401, 413, 415, 429), MAX_KNOWN_ISSUE_BYTES))
+    async def put_known_issue(issue_id: IssueId, request: Request) -> Response:
         """Create or replace a known issue and how to recognise it."""
         body, refused = await read_json(request, MAX_KNOWN_ISSUE_BYTES)
         if refused:
             return refused
-        problems = SCHEMAS.check("known_issue.schema.json", body)
+        problems = too_deep(body) or SCHEMAS.check("known_issue.schema.json", body)
         if not problems and body["id"] != issue_id:
             problems = [Problem("id", f"must equal the id in the path ({issue_id})")]
         if problems:
-            return error(400, "invalid_request", "; ".join(map(str, problems)), [p.as_dict() for p in problems])
+            return invalid("invalid_request", problems)
         match = body.pop("match", {})
         created = store.put_known_issue(body, match, now_iso())
         collector.reload_known_issues()
@@ -59,12 +67,13 @@ def router(collector: Collector) -> APIRouter:
 
     listing = {"type": "object", "required": ["known_issues"], "properties": {"known_issues": {"type": "array", "items": known_issue}}}
 
-    @routes.get("/v1/known-issues", responses=openapi.answers({200: ("All known issues", listing)}, (401,)))
+    @routes.get("/v1/known-issues", responses=openapi.answers({200: ("All known issues", listing)}, (401, 429)))
     async def list_known_issues() -> Response:
         return json_response({"known_issues": [{**issue, "match": match} for issue, match in store.known_issues()]})
 
-    @routes.delete("/v1/known-issues/{issue_id}", status_code=204, responses=openapi.answers({204: ("Deleted", None)}, (401, 404)))
-    async def delete_known_issue(issue_id: str) -> Response:
+    @routes.delete("/v1/known-issues/{issue_id}", status_code=204,
+                   responses=openapi.answers({204: ("Deleted", None)}, (400, 401, 404, 429)))
+    async def delete_known_issue(issue_id: IssueId) -> Response:
         if not store.delete_known_issue(issue_id):
             return error(404, "not_found", f"No known issue {issue_id}")
         collector.reload_known_issues()

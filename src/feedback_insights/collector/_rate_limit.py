@@ -1,4 +1,4 @@
-"""Submissions per minute, per account and per IP."""
+"""Submissions (and failed authentications) per minute, per account and per IP."""
 
 from __future__ import annotations
 
@@ -24,3 +24,10 @@ class RateLimiter:
             return 0
         window[0] += 1
         return math.ceil(window[1] - now) if window[0] > self.per_minute else 0
+
+    def blocked(self, key: str, now: float) -> int:
+        """Seconds until ``key`` may send again, without counting this as a request."""
+        window = self._windows.get(key)
+        if self.per_minute <= 0 or window is None or window[1] <= now or window[0] <= self.per_minute:
+            return 0
+        return math.ceil(window[1] - now)

@@ -23,7 +23,15 @@ class CollectorConfig(Strict):
     ingest_keys: list[str] = Field([], description="hashes of the services' ingest keys (POST /v1/records)")
     pipeline_keys: list[str] = Field([], description="hashes of the pipeline's keys (pull, known issues)")
     rate_limit_per_account: int = Field(600, ge=0, description="submissions per minute; 0 = no limit")
-    rate_limit_per_ip: int = Field(1200, ge=0, description="submissions per minute; 0 = no limit")
+    rate_limit_per_ip: int = Field(1200, ge=0,
+                                   description="submissions and failed authentications per minute; 0 = no limit")
+    # Slow clients: uvicorn bounds none of these by itself (collector/_server.py).
+    header_timeout: float = Field(10.0, gt=0, description="seconds to send a request line and headers, from "
+                                  "connecting (or from the next request's first byte on a kept-alive connection)")
+    body_timeout: float = Field(30.0, gt=0, description="seconds to send a request body once its headers are in")
+    keep_alive_timeout: int = Field(5, ge=1, description="seconds an idle kept-alive connection stays open")
+    max_connections: int = Field(512, ge=1, description="open connections at once; one more closes the longest-waiting "
+                                 "idle or unfinished one, or is answered 503 when all are busy")
 
     @field_validator("api_keys", "ingest_keys", "pipeline_keys")
     @classmethod

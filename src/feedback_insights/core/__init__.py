@@ -6,7 +6,7 @@ Nothing here knows about any stage; every other package may import it.
 
 from . import jsontext, vocabulary
 from ._clock import now_utc
-from ._limits import DEFAULT_MAX_BYTES
+from ._limits import DEFAULT_MAX_BYTES, MAX_DEPTH, depth_problem
 from ._plugins import DIALECTS, SINKS, SOURCES, DialectRegistry, PluginError, Registry
 from ._problems import Problem, join_path
 from ._record import FIELDS, JSON_FIELDS, TEXT_FIELDS, CanonicalRecord, compact
@@ -19,6 +19,7 @@ __all__ = [
     "DIALECTS",
     "FIELDS",
     "JSON_FIELDS",
+    "MAX_DEPTH",
     "SINKS",
     "SOURCES",
     "TEXT_FIELDS",
@@ -32,6 +33,7 @@ __all__ = [
     "Validator",
     "compact",
     "compile_schema",
+    "depth_problem",
     "is_date_time",
     "join_path",
     "jsontext",
