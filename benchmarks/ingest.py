@@ -10,7 +10,9 @@ invalid — writes them as one JSON Lines file, then times in one process:
 - the real ingest path, with scrubbing and pseudonymisation, through
   :func:`feedback_insights.ingest.ingest` exactly as the CLI runs it.
 
-Each into a fresh DuckDB file.
+Each into a fresh DuckDB file. Then the real ingest runs again in a child process, on the
+whole file and on its first quarter, to show its peak memory (the ingest process and its largest
+worker): files are streamed, so the peak follows the batch size, not the file size.
 
 Run by hand: ``python benchmarks/ingest.py [N]``. Target: ≥ 20,000 records/s end to end.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -119,6 +122,28 @@ def ingest_without_scrubbing(config: Config, warehouse: Warehouse) -> BatchCount
     return summary.counts
 
 
+_PEAK = """
+import resource, sys
+from pathlib import Path
+from feedback_insights.config import Config, FileDropConfig, IngestConfig, PrivacyConfig, WarehouseConfig
+from feedback_insights.ingest import ingest
+from feedback_insights.warehouse import Warehouse
+data, db = Path(sys.argv[1]), Path(sys.argv[2])
+config = Config(privacy=PrivacyConfig(hmac_key="benchmark-key"), warehouse=WarehouseConfig(path=db),
+                ingest=IngestConfig(batch_size=10_000), sources=[FileDropConfig(kind="files", name="bench", path=data)])
+with Warehouse(db) as warehouse:
+    ingest(config, warehouse)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def peak_memory(data: Path, db: Path) -> tuple[float, float]:
+    """Peak RSS in MB of an ingest of ``data`` in a fresh process, and of its largest worker."""
+    done = subprocess.run([sys.executable, "-c", _PEAK, str(data), str(db)], capture_output=True, text=True, check=True)
+    own, worker = (int(kb) / 1024 for kb in done.stdout.split())
+    return own, worker
+
+
 def main(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "records.jsonl"
@@ -149,6 +174,11 @@ def main(n: int) -> None:
         stored = summary.counts.new + summary.counts.quarantined
         assert unscrubbed.new == summary.counts.new
 
+        quarter = Path(tmp) / "quarter.jsonl"
+        quarter.write_bytes(b"".join(line + b"\n" for line in lines[: n // 4]))
+        memory = [(path, path.stat().st_size / 1e6, *peak_memory(path, Path(tmp) / f"peak-{path.stem}.duckdb"))
+                  for path in (quarter, data)]
+
     table = Table(title=f"ingest benchmark: {n:,} records ({mb:.0f} MB of JSON Lines), worker processes as configured")
     for column in ("stage", "seconds", "records/s", "vs json.loads"):
         table.add_column(column, justify="right" if column != "stage" else "left")
@@ -160,6 +190,12 @@ def main(n: int) -> None:
         table.add_row(stage, f"{seconds:.2f}", f"{n / seconds:,.0f}", f"{seconds / loads_s:.2f}× slower")
     Console().print(table)
     print(f"stored {summary.counts.new:,} records, quarantined {summary.counts.quarantined:,} (every input accounted for: {stored == n})")
+    peaks = Table(title="peak memory of `ingest` (a fresh process; batch size 10,000)")
+    for column in ("file", "MB of JSON Lines", "ingest process MB", "largest worker MB"):
+        peaks.add_column(column, justify="right" if column != "file" else "left")
+    for path, size, own, worker in memory:
+        peaks.add_row(path.name, f"{size:.0f}", f"{own:.0f}", f"{worker:.0f}")
+    Console().print(peaks)
 
 
 if __name__ == "__main__":

@@ -206,3 +206,37 @@ def test_a_week_is_monday_midnight_to_monday_midnight(warehouse: Warehouse) -> N
     finally:
         warehouse.con.execute("DELETE FROM cluster_members WHERE id LIKE 'edge-%'")
         warehouse.con.execute("DELETE FROM records WHERE id LIKE 'edge-%'")
+
+
+def test_a_failing_webhook_is_named_by_its_variable_never_by_its_url(warehouse: Warehouse, tmp_path: Path) -> None:
+    secret_path = "/services/T0CANARY/B0CANARY/Xq7canaryWebhookSecret"
+    answers: list[int] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            status = 503 if len(answers) < 1 else 404  # a retried failure, then a refusal
+            answers.append(status)
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    warehouse.checkpoint()
+    shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
+    (tmp_path / "feedback-insights.toml").write_text(
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
+    )
+    try:
+        done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path,
+                       env={**os.environ, "FI_HOOK": f"http://127.0.0.1:{server.server_address[1]}{secret_path}"})
+    finally:
+        server.shutdown()
+    assert answers == [503, 404]  # the 503 was retried; the 404 is an answer
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: the digest webhook ($FI_HOOK) answered 404: check the URL in $FI_HOOK"
+    assert "CANARY" not in done.stdout + done.stderr

@@ -2,9 +2,9 @@
 as self-contained HTML with inline SVG charts and as neutralised Markdown (:func:`render`)."""
 
 from ._charts import bars, sparkline, text_sparkline
-from ._content import SPARK_WEEKS, TOP, Digest, Week, build
+from ._content import SPARK_WEEKS, TOP, Digest, DigestError, Week, build
 from ._render import FORMATS, chat_text, post, render, write
-from ._write import DigestError, write_digest
+from ._write import write_digest
 
 __all__ = [
     "FORMATS",

@@ -85,6 +85,11 @@ GROUP BY ALL ORDER BY count DESC, kind
 """
 
 
+class DigestError(ValueError):
+    """A digest that cannot be made or sent as asked (a week that does not parse or exist, a
+    webhook that refuses it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Week:
     """An ISO week, Monday 00:00 UTC to the next Monday."""

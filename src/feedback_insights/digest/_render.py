@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import jinja2
 
+from ..core import GaveUp, with_retries
 from ..drafts import Markdown, neutralise
 from ._charts import bars, sparkline, text_sparkline
-from ._content import Digest
+from ._content import Digest, DigestError
 
 FORMATS = ("html", "md")
 
@@ -103,8 +104,22 @@ def chat_text(markdown: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def post(markdown: str, url: str, timeout: float = 30.0) -> None:
+def post(markdown: str, url: str, variable: str, timeout: float = 30.0, retries: int = 2) -> None:
     """POST the Markdown digest to a chat webhook as ``{"text": …}`` (Slack, Mattermost and
-    most others accept that shape)."""
-    response = httpx.post(url, json={"text": chat_text(markdown)}, timeout=timeout)
-    response.raise_for_status()
+    most others accept that shape), retrying timeouts, 429 and 5xx.
+
+    The URL is the secret (anyone holding it can post to the channel), so a failure names the
+    environment ``variable`` it came from and what went wrong, never the URL: the message is
+    printed, logged and kept in Prefect's state."""
+    with httpx.Client(timeout=timeout) as client:
+        try:
+            response = with_retries(
+                lambda: client.post(url, json={"text": chat_text(markdown)}), retries, backoff=1.0, cap=30.0
+            )
+        except GaveUp as failed:
+            what = f"answered {failed.response.status_code}" if failed.response is not None else (
+                f"could not be reached ({type(failed.error).__name__})"
+            )
+            raise DigestError(f"the digest webhook (${variable}) {what}; gave up after {failed.tries} tries") from None
+    if response.is_error:
+        raise DigestError(f"the digest webhook (${variable}) answered {response.status_code}: check the URL in ${variable}")

@@ -8,12 +8,8 @@ from pathlib import Path
 from ..config import Config
 from ..core import now_utc
 from ..warehouse import Warehouse
-from ._content import Week, build
+from ._content import DigestError, Week, build
 from ._render import FORMATS, post, render, write
-
-
-class DigestError(ValueError):
-    """A digest that cannot be made as asked (a week that does not parse or exist)."""
 
 
 def write_digest(
@@ -29,6 +25,6 @@ def write_digest(
         digest = build(warehouse, chosen, config.demand.half_life_days)
     paths = write(digest, folder or config.digest.folder, kinds or FORMATS)
     webhook = config.digest.webhook()
-    if webhook:
-        post(render(digest, "md"), webhook)
+    if webhook and config.digest.webhook_env:
+        post(render(digest, "md"), webhook, config.digest.webhook_env)
     return paths

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, jsontext
+from ..core import DEFAULT_MAX_BYTES, MAX_DEPTH, CanonicalRecord, Problem, depth_problem, jsontext
 from ..privacy import Redactor
 from . import dialects
 from ._raw import PENDING, UNPARSED, RawItem
@@ -33,16 +33,23 @@ class Checked:
 
 @dataclass(slots=True)
 class Quarantined:
+    """One received report that failed: kept (scrubbed) with every problem, where it came from
+    and how many identical reports preceded it in that delivery."""
+
     collector: str
     source_uri: str
     position: str
     raw: str
     dialect: str | None
     problems: list[Problem]
+    occurrence: int = 0
 
     @property
     def id(self) -> str:
-        return "q_" + hashlib.sha256(f"{self.collector}\0{self.raw}".encode()).hexdigest()[:12]
+        """Stable for the same report at the same place: a re-read delivery updates its entry,
+        while identical reports received apart get an entry each."""
+        key = f"{self.collector}\0{self.source_uri}\0{self.position}\0{self.raw}"
+        return "q_" + hashlib.sha256(key.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
 
 
 @dataclass(slots=True)
@@ -55,10 +62,16 @@ class Processed:
 
 
 def check(item: RawItem, choice: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Checked:
+    """The item's dialect and every problem with it. Nesting is checked before anything walks
+    the report (validators and the scrubber recurse): a report nested too deep has that one
+    problem and no dialect to normalise it with."""
     item.parse()
     if item.obj is UNPARSED:
         return Checked(item, None, None, [Problem("", item.parse_error or "not valid JSON")])
-    module = dialects.detect(item.obj, choice)
+    module = dialects.detect(item.obj, choice)  # looks at the top level only
+    too_deep = None if item.shallow else depth_problem(item.obj)
+    if too_deep is not None:
+        return Checked(item, dialects.choice_name(module) if module else None, None, [too_deep])
     if module is None:
         return Checked(item, None, None, dialects.undetected(item.obj))
     problems = dialects.dialect(module).validate(item.obj, max_bytes=max_bytes, size=item.size)
@@ -138,14 +151,29 @@ def utc_timestamp(value: str) -> str:
 def _quarantined(
     item: RawItem, checked: Checked, collector: str, source_uri: str, pseudonymise: Callable[[str], str] | None
 ) -> Quarantined:
-    raw = item.raw_text() if pseudonymise is None else _scrubbed_raw(item, pseudonymise)
-    return Quarantined(collector, source_uri, item.position, raw, checked.dialect, checked.problems)
-
-
-def _scrubbed_raw(item: RawItem, pseudonymise: Callable[[str], str]) -> str:
-    """The quarantined text, scrubbed; exactly as received when there was nothing to scrub."""
+    """The entry for a failed item. For storage (``pseudonymise`` given) its text and every
+    problem are scrubbed: a validator's path names the keys a report used, and keys can be
+    secrets too."""
+    if pseudonymise is None:
+        return Quarantined(collector, source_uri, item.position, _raw_text(item), checked.dialect, checked.problems,
+                           item.occurrence)
     redactor = Redactor(pseudonymise)
-    if item.obj is UNPARSED or item.obj is PENDING:
-        return redactor.text(item.raw_text())
+    problems = [Problem(redactor.text(p.path), redactor.text(p.message)) for p in checked.problems]
+    return Quarantined(collector, source_uri, item.position, _scrubbed_raw(item, redactor), checked.dialect, problems,
+                       item.occurrence)
+
+
+def _scrubbed_raw(item: RawItem, redactor: Redactor) -> str:
+    """The quarantined text, scrubbed; exactly as received when there was nothing to scrub. A
+    report nested too deep to walk is scrubbed as the text it is."""
+    if item.obj is UNPARSED or item.obj is PENDING or depth_problem(item.obj) is not None:
+        return redactor.text(_raw_text(item))
     scrubbed = redactor.value(item.obj)
     return jsontext.dumps(scrubbed).decode() if redactor.changed else item.raw_text()
+
+
+def _raw_text(item: RawItem) -> str:
+    try:
+        return item.raw_text()
+    except ValueError:  # no text was received, and the value is too deep to write as JSON
+        return f"[not kept: a value nested deeper than {MAX_DEPTH} levels, with no text to keep]"

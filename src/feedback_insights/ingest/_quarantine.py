@@ -2,12 +2,16 @@
 
 Replay runs an entry's raw text through the same detect → validate → normalise path as
 ingestion. An entry that now passes is stored and marked ``replayed`` with the ids it became;
-one that still fails keeps its place with its current problems.
+one that still fails keeps its place with its current problems. An entry for a whole file that
+could not be read (position ``file``) reads the file again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from ..config import Config
 from ..core import now_utc
@@ -15,7 +19,9 @@ from ..privacy import Pseudonymiser
 from ..warehouse import Warehouse
 from ._normalise import process
 from ._raw import RawItem
+from ._readers import UnreadableFile, read_blocks
 from ._store import BatchCounts, finish_run, mark_replayed, quarantine_entries, start_run, store_batch
+from .sources.files import DONE, WHOLE_FILE, file_digest, unreadable
 
 
 @dataclass(slots=True)
@@ -26,7 +32,7 @@ class ReplayResult:
 
 
 def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -> ReplayResult:
-    services = {s.name: (s.service, s.dialect) for s in config.sources}
+    sources = {s.name: s for s in config.sources}
     entries = quarantine_entries(warehouse).to_dicts()
     if ids:
         unknown = set(ids) - {e["id"] for e in entries}
@@ -37,24 +43,49 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
     result = ReplayResult()
     run_id = start_run(warehouse)
     for entry in entries:
-        service, choice = services.get(entry["collector"], (None, "auto"))
-        processed = process(
-            [RawItem.line(entry["raw"].encode(), entry["position"])],
-            collector=entry["collector"],
-            source_uri=entry["source_uri"],
-            received_at=now_utc().isoformat(),
-            choice=choice,
-            service=service,
-            max_bytes=config.ingest.max_bytes,
-            pseudonymise=pseudonymise,
-        )
-        result.counts.add(
-            store_batch(warehouse, processed, collector=entry["collector"], source_uri=entry["source_uri"], run_id=run_id)
-        )
-        if processed.records:
-            mark_replayed(warehouse, entry["id"], [r["id"] for r in processed.records])
+        source = sources.get(entry["collector"])
+        options = {
+            "collector": entry["collector"],
+            "source_uri": entry["source_uri"],
+            "received_at": now_utc().isoformat(),
+            "choice": source.dialect if source else "auto",
+            "service": source.service if source else None,
+            "max_bytes": config.ingest.max_bytes,
+            "pseudonymise": pseudonymise,
+        }
+        record_ids: list[str] = []
+        # A report is resolved by becoming a record; a file by being read to its end (its bad
+        # lines, if any, are entries of their own now), which is when its cursor moves.
+        resolved = False
+        for items, cursor in _deliveries(entry, config.ingest.batch_size):
+            processed = process(items, **options)
+            counts = store_batch(warehouse, processed, collector=entry["collector"], source_uri=entry["source_uri"],
+                                 run_id=run_id, cursor=cursor)
+            result.counts.add(counts)
+            record_ids.extend(r["id"] for r in processed.records)
+            resolved = bool(cursor) if entry["position"] == WHOLE_FILE else bool(processed.records)
+        if resolved:
+            mark_replayed(warehouse, entry["id"], record_ids)
             result.replayed.append(entry["id"])
         else:
             result.still_invalid.append(entry["id"])
     finish_run(warehouse, run_id, result.counts)
     return result
+
+
+def _deliveries(entry: dict[str, Any], batch_size: int) -> Iterator[tuple[Iterable[RawItem], dict[str, str]]]:
+    """What an entry stands for, as (items, cursor) batches: the one report it kept, or the
+    whole file again (its cursor moved to done once every block is stored)."""
+    if entry["position"] != WHOLE_FILE:
+        yield [RawItem.line(entry["raw"].encode(), entry["position"], entry["occurrence"])], {}
+        return
+    path = Path(entry["source_uri"])
+    try:
+        key = f"file:{file_digest(path)}"
+        for block in read_blocks(path, batch_size):
+            yield block, {}
+    except (OSError, UnreadableFile) as exc:
+        batch = unreadable(path, exc, {})
+        yield batch.items, {}
+        return
+    yield [], {key: DONE}

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from ..core import jsontext
+from ..core import MAX_DEPTH, jsontext
 
 
 class Unparsed(Enum):
@@ -40,6 +40,9 @@ class RawItem:
     #: copy of an id-less report is a retry, not a re-delivery, and gets its own id.
     occurrence: int = 0
     data: bytes | None = None
+    #: Known to nest no deeper than the limit (its text has no more brackets than that), so
+    #: the depth check can skip the walk: set when a line is parsed.
+    shallow: bool = False
 
     @classmethod
     def line(cls, data: bytes, position: str, occurrence: int = 0) -> RawItem:
@@ -48,6 +51,7 @@ class RawItem:
     def parse(self) -> RawItem:
         if self.obj is PENDING and self.data is not None:
             self.text = self.data.decode("utf-8", errors="replace")
+            self.shallow = self.data.count(b"{") + self.data.count(b"[") <= MAX_DEPTH
             try:
                 self.obj = orjson.loads(self.data)
             except orjson.JSONDecodeError as exc:

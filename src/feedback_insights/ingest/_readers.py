@@ -3,22 +3,38 @@
 A line that is not JSON is still an item (with its parse error), so it reaches quarantine
 instead of vanishing. Blank lines are not items. JSON Lines are handed on unparsed: parsing is
 part of the work that ingestion spreads over worker processes.
+
+Files are streamed, so memory grows with the batch size, not with the file: JSON Lines line by
+line (a line longer than :data:`MAX_LINE_BYTES` is cut there and quarantined, its tail never
+held), Parquet one record batch at a time. A JSON document has to be parsed whole, so one over
+:data:`MAX_DOCUMENT_BYTES` is refused (:class:`UnreadableFile`): large drops belong in JSON Lines.
+What is remembered per file is a small hash per line, to number identical lines.
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
 from ..config import DEFAULT_BATCH_SIZE
 from ..core import jsontext
 from ._raw import UNPARSED, RawItem
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: The longest line kept: far over any body limit (AFP's is 16 KiB), so only an abuse is cut.
+MAX_LINE_BYTES = 1 << 20
+#: The largest JSON document (an array of reports, or one) that is read: it is parsed whole.
+MAX_DOCUMENT_BYTES = 64 << 20
+#: How much of a line that was cut is kept in quarantine, to recognise it by.
+KEPT_OF_A_CUT_LINE = 1024
 
 
 class UnreadableFile(ValueError):
@@ -45,42 +61,81 @@ def read_blocks(path: Path | str, size: int) -> Iterator[list[RawItem] | LineBlo
     :class:`LineBlock` objects: unparsed lines are far cheaper to hand to a worker process than
     one object per item."""
     if str(path) == "-":
-        yield from jsonl_blocks(sys.stdin.buffer.read(), size)
+        yield from jsonl_blocks(sys.stdin.buffer, size)
         return
     path = Path(path)
     kind = file_format(path)
     if kind == "jsonl":
-        yield from jsonl_blocks(path.read_bytes(), size)
+        with path.open("rb") as handle:
+            yield from jsonl_blocks(handle, size)
         return
-    items = parquet_items(path) if kind == "parquet" else json_items(path.read_bytes(), path)
-    while block := list(islice(items, size)):
+    if kind == "parquet":
+        yield from parquet_blocks(path, size)
+        return
+    if path.stat().st_size > MAX_DOCUMENT_BYTES:
+        raise UnreadableFile(
+            f"{path}: a JSON document over {MAX_DOCUMENT_BYTES >> 20} MiB is not read whole; send JSON Lines"
+        )
+    yield from _in_blocks(json_items(path.read_bytes(), path), size)
+
+
+def _in_blocks(items: Iterable[RawItem], size: int) -> Iterator[list[RawItem]]:
+    block: list[RawItem] = []
+    for item in items:
+        block.append(item)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
         yield block
 
 
 @dataclass(slots=True)
 class LineBlock:
     """Consecutive JSON Lines, not parsed yet: their numbers, bytes and how many identical
-    lines came before each in the file (see ``RawItem.occurrence``)."""
+    lines came before each in the file (see ``RawItem.occurrence``). ``cut`` holds the numbers
+    of lines longer than :data:`MAX_LINE_BYTES`, of which only the start was kept."""
 
     numbers: list[int] = field(default_factory=list)
     lines: list[bytes] = field(default_factory=list)
     occurrences: list[int] = field(default_factory=list)
+    cut: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.lines)
 
     def __iter__(self) -> Iterator[RawItem]:
         for number, line, copies in zip(self.numbers, self.lines, self.occurrences, strict=True):
-            yield RawItem.line(line, f"line {number}", copies)
+            if number in self.cut:
+                text = line.decode("utf-8", errors="replace") + "…"
+                yield RawItem(UNPARSED, f"line {number}", text, f"the line is {self.cut[number]} bytes long, "
+                              f"over the {MAX_LINE_BYTES >> 20} MiB a line may have; only its start is kept",
+                              size=self.cut[number], occurrence=copies)
+            else:
+                yield RawItem.line(line, f"line {number}", copies)
 
 
-def jsonl_blocks(data: bytes, size: int) -> Iterator[LineBlock]:
+def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, int]]:
+    """Each line without its end, and its full length in bytes; a line longer than
+    :data:`MAX_LINE_BYTES` comes back cut to :data:`KEPT_OF_A_CUT_LINE` bytes (the rest is read
+    and dropped, never held)."""
+    while line := handle.readline(MAX_LINE_BYTES + 1):
+        if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+            yield line, len(line)
+            continue
+        length = len(line)
+        while (more := handle.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):
+            length += len(more)
+        yield line[:KEPT_OF_A_CUT_LINE], length + len(more)
+
+
+def jsonl_blocks(handle: BinaryIO, size: int) -> Iterator[LineBlock]:
     # Lines are counted by their hash, not kept: a collision could only number a different
     # report's copy, whose id differs anyway (ids include the content digest).
     seen: Counter[int] = Counter()
     block = LineBlock()
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        line = line.strip()
+    for number, (raw, length) in enumerate(_lines(handle), start=1):
+        line = raw.strip()
         if not line:
             continue
         key = hash(line)
@@ -89,6 +144,8 @@ def jsonl_blocks(data: bytes, size: int) -> Iterator[LineBlock]:
         block.numbers.append(number)
         block.lines.append(line)
         block.occurrences.append(copies)
+        if length > MAX_LINE_BYTES:
+            block.cut[number] = length
         if len(block) == size:
             yield block
             block = LineBlock()
@@ -96,11 +153,16 @@ def jsonl_blocks(data: bytes, size: int) -> Iterator[LineBlock]:
         yield block
 
 
-def _with_occurrences(items: Iterator[RawItem]) -> Iterator[RawItem]:
-    """Number identical parsed items (key order aside) in the order they came."""
-    seen: Counter[bytes] = Counter()
+def _with_occurrences(items: Iterable[RawItem]) -> Iterator[RawItem]:
+    """Number identical parsed items (key order aside) in the order they came, by hash as for
+    lines; an item that cannot be written as JSON (nested too deep) is quarantined anyway."""
+    seen: Counter[int] = Counter()
     for item in items:
-        key = jsontext.dumps(item.obj, sort_keys=True)
+        try:
+            key = hash(jsontext.dumps(item.obj, sort_keys=True))
+        except (ValueError, TypeError):
+            yield item
+            continue
         item.occurrence = seen[key]
         seen[key] += 1
         yield item
@@ -119,14 +181,21 @@ def json_items(data: bytes, path: Path) -> Iterator[RawItem]:
         yield RawItem(document, "document")
 
 
-def parquet_items(path: Path) -> Iterator[RawItem]:
-    import polars as pl
+def parquet_blocks(path: Path, size: int) -> Iterator[list[RawItem]]:
+    """The rows of a Parquet file, one record batch at a time (null columns are absent fields)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     try:
-        frame = pl.read_parquet(path)
-    except Exception as exc:  # polars raises several unrelated types for a corrupt file
+        batches = pq.ParquetFile(path).iter_batches(batch_size=size)
+        yield from _in_blocks(_with_occurrences(_numbered_rows(batches)), size)
+    except pa.ArrowException as exc:
         raise UnreadableFile(f"{path}: not a readable Parquet file ({exc})") from exc
-    rows = frame.iter_rows(named=True)
-    yield from _with_occurrences(
-        RawItem({k: v for k, v in row.items() if v is not None}, f"row {index}") for index, row in enumerate(rows)
-    )
+
+
+def _numbered_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[RawItem]:
+    index = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield RawItem({k: v for k, v in row.items() if v is not None}, f"row {index}")
+            index += 1

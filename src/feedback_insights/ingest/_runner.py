@@ -3,13 +3,20 @@
 Batches are processed (parse → detect → validate → normalise → stage as Arrow) in worker
 processes when they are large, so both cores work; this process keeps reading and stores the
 finished batches strictly in source order, each with its cursor, one transaction each.
+
+A run killed half-way (SIGKILL, SIGTERM, a lost machine) leaves no partial batch, and its
+workers die with it (they ask the kernel for a signal when their parent goes). Its
+``ingest_runs`` row cannot say how it ended: the next run marks it ``aborted`` and says so.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import multiprocessing
 import os
+import signal
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -21,12 +28,12 @@ import duckdb
 
 from ..config import Config
 from ..core import now_utc
-from ..privacy import Pseudonymiser
+from ..privacy import Pseudonymiser, scrub_text
 from ..warehouse import Warehouse
 from ._raw import RawItem
 from ._readers import LineBlock
 from ._staging import StagedBatch, prepare
-from ._store import BatchCounts, cursors, finish_run, start_run, store_batch
+from ._store import BatchCounts, abort_unfinished, cursors, finish_run, start_run, store_batch
 from .sources import CollectorError, Source, open_source
 
 #: Told about each stored batch: (source name, items in it).
@@ -41,11 +48,21 @@ class IngestSummary:
     run_id: int
     counts: BatchCounts
     errors: list[str] = field(default_factory=list)
+    #: Earlier runs that never finished (killed), marked aborted by this one.
+    aborted: list[int] = field(default_factory=list)
 
     def line(self) -> str:
         c = self.counts
         text = f"new {c.new} · already stored {c.already} · retries {c.retries} · quarantined {c.quarantined}"
+        if self.aborted:
+            runs = ", ".join(map(str, self.aborted))
+            text += f" · earlier run{'s' if len(self.aborted) > 1 else ''} {runs} never finished: marked aborted"
         return text + (f" · {len(self.errors)} source(s) failed" if self.errors else "")
+
+    def fail(self, line: str) -> None:
+        """Keep an error line, scrubbed: it is printed, logged and stored with the run, and an
+        exception's text can carry what a source held (a URL with credentials, a token)."""
+        self.errors.append(scrub_text(line)[0])
 
 
 class Stager:
@@ -64,9 +81,12 @@ class Stager:
     def submit(self, items: list[RawItem] | LineBlock, options: dict[str, Any]) -> Future[StagedBatch]:
         if self.workers and len(items) >= POOL_THRESHOLD:
             if self._pool is None:
-                # forkserver: a fork of this process would copy DuckDB's threads and locks.
-                context = multiprocessing.get_context("forkserver")
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=gc.disable)
+                # spawn: a fork of this process would copy DuckDB's threads and locks, and
+                # spawned workers are this process's own children, so they can die with it.
+                context = multiprocessing.get_context("spawn")
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=context, initializer=_worker_started, initargs=(os.getpid(),)
+                )
             return self._pool.submit(prepare, items, **options)
         done: Future[StagedBatch] = Future()
         done.set_result(prepare(items, **options))
@@ -80,8 +100,9 @@ class Stager:
 def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None) -> IngestSummary:
     """Ingest every source; a failing source is reported and does not stop the others."""
     pseudonymise = Pseudonymiser(config.privacy.key())
+    aborted = abort_unfinished(warehouse)
     run_id = start_run(warehouse)
-    summary = IngestSummary(run_id, BatchCounts())
+    summary = IngestSummary(run_id, BatchCounts(), aborted=aborted)
     stager = Stager(config.ingest.workers if config.ingest.workers is not None else os.cpu_count() or 1)
     try:
         with _gc_paused():
@@ -90,11 +111,11 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
                 try:
                     _ingest_source(source, config, warehouse, stager, pseudonymise, run_id, summary, on_batch)
                 except (OSError, ValueError, CollectorError) as exc:
-                    summary.errors.append(f"{source.name}: {exc}")
+                    summary.fail(f"{source.name}: {exc}")
                 except duckdb.Error as exc:
-                    summary.errors.append(f"{source.name}: the warehouse refused a batch: {exc}")
+                    summary.fail(f"{source.name}: the warehouse refused a batch: {exc}")
     except BaseException as exc:
-        summary.errors.append(f"run stopped: {type(exc).__name__}: {exc}")
+        summary.fail(f"run stopped: {type(exc).__name__}: {exc}")
         raise
     finally:
         stager.close()
@@ -154,3 +175,14 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _worker_started(parent: int) -> None:
+    """In each worker: die with the parent (Linux's parent-death signal), and pause the cyclic
+    garbage collector as the parent does (see :func:`_gc_paused`)."""
+    gc.disable()
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)

@@ -20,7 +20,7 @@ from ._raw import RawItem
 _STAGED_TYPES = {f: pa.large_string() for f in FIELDS} | {
     "rating": pa.int8(), "content_hash": pa.large_string(), "redactions": pa.large_string(), "row": pa.int64()
 }
-_QUARANTINE_COLUMNS = ("id", "collector", "source_uri", "position", "dialect", "raw", "problems")
+_QUARANTINE_COLUMNS = ("id", "collector", "source_uri", "position", "dialect", "raw", "problems", "occurrence")
 
 
 def _json(value: Any) -> str | None:
@@ -56,8 +56,10 @@ def quarantine_table(entries: list[Quarantined]) -> pa.Table:
         "dialect": [q.dialect for q in entries],
         "raw": [q.raw for q in entries],
         "problems": [_json([p.as_dict() for p in q.problems]) for q in entries],
+        "occurrence": [q.occurrence for q in entries],
     }
-    return pa.table({k: pa.array(values[k], type=pa.large_string()) for k in _QUARANTINE_COLUMNS})
+    types = {k: pa.int64() if k == "occurrence" else pa.large_string() for k in _QUARANTINE_COLUMNS}
+    return pa.table({k: pa.array(values[k], type=types[k]) for k in _QUARANTINE_COLUMNS})
 
 
 @dataclass(slots=True)

@@ -58,8 +58,8 @@ RETURNING duplicate_of
 
 _UPSERT_QUARANTINE = """
 INSERT INTO quarantine (id, collector, source_uri, position, dialect, raw, problems,
-                        first_seen, last_seen, run_id)
-SELECT id, collector, source_uri, position, dialect, raw, CAST(problems AS JSON), $now, $now, $run_id
+                        first_seen, last_seen, run_id, occurrence)
+SELECT id, collector, source_uri, position, dialect, raw, CAST(problems AS JSON), $now, $now, $run_id, occurrence
 FROM staged_quarantine
 ON CONFLICT (id) DO UPDATE SET
     problems = excluded.problems, last_seen = excluded.last_seen, run_id = excluded.run_id,
@@ -79,6 +79,19 @@ class BatchCounts:
         self.already += other.already
         self.retries += other.retries
         self.quarantined += other.quarantined
+
+
+def abort_unfinished(warehouse: Warehouse) -> list[int]:
+    """Mark runs still ``running`` as ``aborted``: a process holding the warehouse to write (as
+    the caller does: DuckDB has one writer) is the only one that can be running, so these were
+    killed before they could say how they ended."""
+    rows = warehouse.con.execute(
+        """UPDATE ingest_runs SET status = 'aborted', finished_at = ?,
+               error = 'the run was stopped before it finished (killed, or the machine went away)'
+           WHERE status = 'running' RETURNING id""",
+        [now_utc()],
+    ).fetchall()
+    return sorted(row[0] for row in rows)
 
 
 def start_run(warehouse: Warehouse) -> int:
@@ -143,7 +156,8 @@ def quarantine_entries(warehouse: Warehouse, include_replayed: bool = False) -> 
     where = "" if include_replayed else "WHERE status = 'open'"
     return warehouse.con.sql(
         f"""SELECT id, collector, source_uri, position, dialect, status, problems, raw,
-                   first_seen, last_seen FROM quarantine {where} ORDER BY first_seen, source_uri, id"""
+                   first_seen, last_seen, coalesce(occurrence, 0) AS occurrence
+            FROM quarantine {where} ORDER BY first_seen, source_uri, id"""
     ).pl()
 
 

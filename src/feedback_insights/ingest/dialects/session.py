@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, shared_schemas
+from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, depth_problem, join_path, shared_schemas
 from .common import Origin
 
 ORDER = 40
@@ -48,10 +48,15 @@ def validate(obj: Any, max_bytes: int = DEFAULT_MAX_BYTES, size: int | None = No
     problems = SCHEMAS.check("session.schema.json", obj)
     if isinstance(obj, dict) and isinstance(obj.get("context"), str) and obj["context"].strip():
         try:
-            if not isinstance(orjson.loads(obj["context"]), dict):
-                problems.append(Problem("context", "must be a JSON object"))
+            context = orjson.loads(obj["context"])
         except orjson.JSONDecodeError as exc:
             problems.append(Problem("context", f"is not valid JSON: {exc}"))
+            return problems
+        if not isinstance(context, dict):
+            problems.append(Problem("context", "must be a JSON object"))
+        # JSON text is structure all the same: the row nests as deep as its context does.
+        elif (too_deep := depth_problem(context, level=2)) is not None:
+            problems.append(Problem(join_path("context", too_deep.path), too_deep.message))
     return problems
 
 

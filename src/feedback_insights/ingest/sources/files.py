@@ -3,6 +3,11 @@
 A file is known by the sha256 of its content, so a renamed copy is not ingested again and an
 edited file is a new file. Its cursor key ``file:<sha256>`` holds how many items are stored
 (``done`` when all are), so a big file that was interrupted resumes where it stopped.
+
+A file that cannot be read (a truncated Parquet file, a broken JSON document, an I/O error)
+never blocks the rest of the drop: it becomes one quarantine entry at position
+:data:`WHOLE_FILE` naming the file and the reason, and ``quarantine replay`` reads it again
+once it is fixed or replaced.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...config import DEFAULT_BATCH_SIZE, FileDropConfig
-from .._readers import read_blocks
+from .._raw import UNPARSED, RawItem
+from .._readers import UnreadableFile, read_blocks
 from ._batch import Batch
 
 DONE = "done"
+#: The quarantine position of a file that could not be read as a whole.
+WHOLE_FILE = "file"
 
 
 def file_digest(path: Path) -> str:
@@ -49,11 +57,18 @@ class FileDrop:
 
     def batches(self, cursors: dict[str, str]) -> Iterator[Batch]:
         for path in self.files():
-            key = f"file:{file_digest(path)}"
+            try:
+                key = f"file:{file_digest(path)}"
+            except OSError as exc:  # no digest, so no cursor: tried again (one entry) each run
+                yield unreadable(path, exc, {})
+                continue
             progress = cursors.get(key)
             if progress == DONE:
                 continue
-            yield from self._file_batches(path, key, int(progress or 0))
+            try:
+                yield from self._file_batches(path, key, int(progress or 0))
+            except (OSError, UnreadableFile) as exc:
+                yield unreadable(path, exc, {key: DONE})
 
     def _file_batches(self, path: Path, key: str, skip: int) -> Iterator[Batch]:
         """One batch per block; a resumed file skips the blocks already stored (their size is
@@ -64,3 +79,10 @@ class FileDrop:
             if done > skip:
                 yield Batch(block, str(path), {key: str(done)})
         yield Batch([], str(path), {key: DONE})
+
+
+def unreadable(path: Path, error: OSError | UnreadableFile, cursor: dict[str, str]) -> Batch:
+    """The quarantine entry for a file that could not be read, naming it and why."""
+    reason = str(error) if isinstance(error, UnreadableFile) else f"{path}: {error.strerror or error}"
+    item = RawItem(UNPARSED, WHOLE_FILE, "", f"the file cannot be read: {reason}")
+    return Batch([item], str(path), cursor)
