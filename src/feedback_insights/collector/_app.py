@@ -1,5 +1,6 @@
 """The collector's HTTP API (FastAPI): AFP's push side, Agent Feedback Spec and SEP-2369
-compatibility, and the pull and known-issue endpoints the pipeline uses.
+compatibility, the MCP server at ``/mcp`` (``submit_feedback``, ``submit_agent_feedback``), and the
+pull and known-issue endpoints the pipeline uses.
 
 Every accepted report is scrubbed and its account pseudonymised before it is stored: the
 collector never keeps a secret an agent pasted. Keys are compared by their SHA-256. Each
@@ -19,6 +20,7 @@ from starlette.types import Scope
 from . import _agents, _pipeline, _services
 from ._collector import Collector
 from ._http import Refused, error
+from ._mcp import McpEndpoint
 from ._middleware import LogAndLink
 
 _MESSAGES = {404: "No such endpoint: the API is described at /openapi.json"}
@@ -47,10 +49,15 @@ def http_error(request: Request, exc: HTTPException, routes: list[BaseRoute]) ->
 
 
 def create_app(collector: Collector) -> FastAPI:
+    # The MCP endpoint's session manager lives as long as the app: it runs in the app's lifespan.
+    mcp = McpEndpoint(collector)
     app = FastAPI(
         title="feedback-insights collector",
         summary="Agent feedback in (AFP, Agent Feedback Spec v1, SEP-2369), records and known issues out.",
+        description="Agents: `/llms.txt` describes the feedback endpoints; MCP clients connect to `/mcp` "
+                    "(Streamable HTTP, tools `submit_feedback` and `submit_agent_feedback`).",
         version="0.1.0",
+        lifespan=mcp.lifespan,
     )
 
     @app.exception_handler(RequestValidationError)
@@ -61,6 +68,8 @@ def create_app(collector: Collector) -> FastAPI:
 
     routers = [_agents.router(collector), _services.router(collector), _pipeline.router(collector)]
     # FastAPI keeps included routers as routers: the routes themselves, for Allow headers.
+    # /mcp is the SDK's ASGI app, not an operation of the OpenAPI document (its JSON-RPC is not).
+    app.router.routes.append(mcp.route)
     routes = [*app.router.routes, *(route for router in routers for route in router.routes)]
 
     @app.exception_handler(HTTPException)

@@ -41,11 +41,21 @@ def invalid(code: str, problems: Iterable[Problem]) -> Response:
     return error(400, code, "; ".join(map(str, problems)), [p.as_dict() for p in problems])
 
 
+def unavailable() -> Response:
+    """503 for a genuine server fault: AFP says retry once, later."""
+    return error(503, "unavailable", "Feedback could not be stored. Retry once later.", headers={"retry-after": "5"})
+
+
 def too_deep(body: Any) -> list[Problem]:
     """The nesting limit, checked before anything walks the body recursively (validation,
     scrubbing, storing): ``[problem]`` at the first path nested too deep, else ``[]``."""
     problem = depth_problem(body)
     return [problem] if problem else []
+
+
+def too_large(max_bytes: int) -> Response:
+    """413: the body (or a tool call's arguments, as JSON) is over ``max_bytes``."""
+    return error(413, "payload_too_large", f"The body is limited to {max_bytes} bytes")
 
 
 def is_json(content_type: str) -> bool:
@@ -64,16 +74,15 @@ async def read_json(request: Request, max_bytes: int) -> tuple[Any, Response | N
     """The parsed body, or the error to answer with (wrong type, over ``max_bytes``, not JSON)."""
     if not is_json(request.headers.get("content-type", "")):
         return None, error(415, "unsupported_media_type", "Content-Type must be application/json or application/*+json")
-    too_large = error(413, "payload_too_large", f"The body is limited to {max_bytes} bytes")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        return None, too_large
+        return None, too_large(max_bytes)
     raw = bytearray()
     try:
         async for chunk in request.stream():  # never holds more than the limit in memory
             raw += chunk
             if len(raw) > max_bytes:
-                return None, too_large
+                return None, too_large(max_bytes)
     except ClientDisconnect:  # gone, or cut off by the body timeout: not a fault of ours
         return None, error(408, "request_timeout", "The body did not arrive")
     try:

@@ -11,7 +11,7 @@ import orjson
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._http import error
+from ._http import unavailable
 
 LINK = '</feedback>; rel="agent-feedback"'
 #: What the log says for a path no route matches: the path itself is the agent's text.
@@ -71,9 +71,7 @@ class LogAndLink:
         except Exception as exc:
             fault = exc
             if status == 0:  # nothing sent yet: answer as AFP says, retry once later
-                failure = error(503, "unavailable", "Feedback could not be stored. Retry once later.",
-                                headers={"retry-after": "5"})
-                await failure(scope, receive, send_with_link)
+                await unavailable()(scope, receive, send_with_link)
         client = scope.get("client")
         line: dict[str, Any] = {
             "method": scope["method"], "path": route_template(scope), "status": status,

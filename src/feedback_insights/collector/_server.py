@@ -203,8 +203,10 @@ def bounded_protocol(settings: CollectorConfig) -> type[BoundedProtocol]:
 def server_config(app: Any, settings: CollectorConfig, host: str, port: int) -> uvicorn.Config:
     """uvicorn as the collector runs it: the bounded protocol, the keep-alive timeout of
     ``[collector]``, no websockets (no route takes one), and no access log (the middleware
-    writes one line per request, with no path an agent chose)."""
-    return uvicorn.Config(app, host=host, port=port, http=bounded_protocol(settings), ws="none",
+    writes one line per request, with no path an agent chose). The lifespan is required, not
+    "auto": the MCP endpoint's session manager runs in it, and a server whose startup failed
+    must not come up answering every MCP call with a fault."""
+    return uvicorn.Config(app, host=host, port=port, http=bounded_protocol(settings), ws="none", lifespan="on",
                           timeout_keep_alive=settings.keep_alive_timeout, log_level="warning", access_log=False)
 
 
