@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedback_insights.config import embedded_default
+from feedback_insights.core import MAX_DEPTH
 from feedback_insights.ingest import RawItem, ingest, process
 from feedback_insights.privacy import Pseudonymiser, Redactor, find, is_pseudonym, scrub_json, scrub_text
 from feedback_insights.warehouse import Warehouse
@@ -112,6 +114,9 @@ EVIDENCE = [
     "IBAN-like GB82WEST12345698765431 with a bad checksum; SSN-like 000-12-3456",
     "version 2.14.1 and 10.0.3.1-beta; listen on :8080; ratio 0.82",
     "Cookie: theme=dark; lang=en; page=2",
+    # A UUID whose first group is all digits; "call" the noun before a count.
+    "the call failed, evidence 11748986-f989-4a4d-a3ad-ffb0e7153601 (trace attached)",
+    "the call failed, took 1350748 µs; each call returned 4608006 rows",
 ]
 
 
@@ -293,3 +298,211 @@ def test_numbers_keys_and_json_text_are_scrubbed_too() -> None:
     assert context["sessionToken"].startswith("[REDACTED:secret:")
     assert context["user_id"] == pseudonymise("u-123")
     assert context["dictation"] == "call [REDACTED:phone:1]"
+
+
+# -- forms that leaked -------------------------------------------------------------------------
+
+ZW = "\u200b"  # zero-width space
+_rng = random.Random("leaks")
+_JWT = FORMATS["jwt"](_rng)
+_H, _P, _S = _JWT.split(".")
+_PEM_LINES = [rand(_rng, 64, ALNUM + "+/") for _ in range(6)]
+_B64 = __import__("base64").b64encode
+
+
+#: (text as an agent pasted it, the parts of it that must not survive).
+LEAKS: dict[str, tuple[str, list[str]]] = {
+    # Hosts without a dot: with one, "password@host.tld" was caught as an email by chance.
+    "url_empty_user_redis": ("cache at redis://:S3cretPassw0rd@cache:6379/0 timed out", ["S3cretPassw0rd"]),
+    "url_empty_user_postgres": ("DATABASE_URL is postgres://:pw4Xk92Lq@db/app", ["pw4Xk92Lq"]),
+    "url_password_with_slash": ("connect postgres://app:pa/ss+W0rd9@db.example.com:5432/app failed", ["pa/"]),
+    "url_password_with_slash_no_dot": ("connect postgres://app:Xy/9Lk2q@db:5432/app failed", ["Xy/9Lk2q", "9Lk2q"]),
+    "jwt_split_across_lines": (f"token was\n{_H}\n.{_P}\n.{_S}\nthen 401", [_H, _P, _S]),
+    "jwt_split_by_spaced_dots": (f"Authorization header {_H} . {_P} . {_S} rejected", [_H, _P, _S]),
+    "jwt_segment_wrapped": (f"jwt:\n{_H}.{_P[:20]}\n{_P[20:]}.{_S}", [_H, _P[:20], _P[20:], _S]),
+    "query_pass": ("GET https://api.example.com/login?user=bob&pass=hunter22 → 302", ["hunter22"]),
+    "query_pw": ("redirected to /auth?pw=Tr0ub4dor&next=/home", ["Tr0ub4dor"]),
+    "query_key": ("called https://maps.example.com/geo?key=Qk7Yp2Lm9Xv4Rt8Wz3Nb&q=berlin", ["Qk7Yp2Lm9Xv4Rt8Wz3Nb"]),
+    "query_percent_encoded": (
+        "callback=https%3A%2F%2Fapp.example.com%2Fcb%3Ftoken%3DxK9vLm2Qp7Rt4Wz8Nb3Y&state=1",
+        ["xK9vLm2Qp7Rt4Wz8Nb3Y"],
+    ),
+    "stripe_webhook_secret": ("signing secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw broke", ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]),
+    "slack_refresh_token": ("refresh with xoxe-1-My1tZW1iZXJzaGlwLXRva2VuLWZha2UtMTIzNDU2 failed", ["My1tZW1iZXJzaGlwLXRva2VuLWZha2UtMTIzNDU2"]),
+    "slack_config_token": ("used xoxe.xoxp-1-Mi0yLTEyMzQ1Njc4OTAtZmFrZS10b2tlbg for the app", ["xoxe.", "Mi0yLTEyMzQ1Njc4OTAtZmFrZS10b2tlbg"]),
+    "bare_basic_blob": (f"the header value was {_B64(b'deploy-bot:Zq8!rT2kLm').decode()} and it failed",
+                        [_B64(b"deploy-bot:Zq8!rT2kLm").decode()]),
+    "pem_body_without_begin": ("here is the key:\n" + "\n".join(["MIIEpAIBAAKCAQEA" + _PEM_LINES[0][16:], *_PEM_LINES[1:]])
+                               + "\n-----END RSA PRIVATE KEY-----\nthanks", _PEM_LINES[1:]),
+    "pem_body_without_begin_or_end": ("key body MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _PEM_LINES[0] + "\n" + _PEM_LINES[1]
+                                      + " did not parse", [_PEM_LINES[0], _PEM_LINES[1]]),
+    "zero_width_split_stripe": (f"key sk_live_{ZW}4eC39HqLyjWDarjtT1zdp7dc leaked", ["4eC39HqLyjWDarjtT1zdp7dc"]),
+    "zero_width_split_github": ("ghp_" + ZW.join(["aB3dE5fG7h", "J9kL1mN3pQ", "5rS7tU9vW1", "xY3z"]) + " in logs",
+                                ["aB3dE5fG7h", "J9kL1mN3pQ", "5rS7tU9vW1"]),
+    "zero_width_split_email": (f"mail jane.doe{ZW}@example{ZW}.com please", ["jane.doe", "example"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEAKS))
+def test_forms_that_leaked_are_redacted(name: str) -> None:
+    text, secrets = LEAKS[name]
+    scrubbed, counts = scrub_text(text)
+    visible = scrubbed.replace(ZW, "")
+    assert counts, (name, scrubbed)
+    for secret in secrets:
+        assert secret not in visible, (name, secret, scrubbed)
+    assert scrub_text(scrubbed)[0] == scrubbed  # still idempotent
+
+
+def test_urls_that_are_not_credentials_survive() -> None:
+    for text in ["see https://example.com:8080/users/@me for it", "GET http://host:443/a/b@c returned 404",
+                 "ssh://git@github.com/org/repo.git", "mailto:ops@example.com"]:
+        assert all(f.kind != "url_credentials" for f in find(text)), text
+
+
+# -- identity fields ---------------------------------------------------------------------------
+
+#: 18-19 digit snowflake-style ids that pass the Luhn check, and a 10-digit id shaped like a
+#: North American phone number: the ids that used to become placeholders.
+LUHN_IDS = [luhn_complete(prefix, length, random.Random(prefix)) for prefix, length in (("12", 19), ("13", 19), ("41", 18))]
+NANP_ID = "4155550132"
+
+
+def test_luhn_ids_pass_luhn_and_were_scrubbed_as_text() -> None:
+    """The premise: as free text these numbers are card-shaped and phone-shaped."""
+    assert {f.kind for i in LUHN_IDS for f in find(i)} == {"credit_card"}
+    assert [f.kind for f in find(NANP_ID)] == ["phone"]
+
+
+def _afp(record_id: str, **feedback: Any) -> dict[str, Any]:
+    return {"id": record_id, "received_at": "2026-10-01T10:00:00Z", "service": "svc", "account": "acct_1",
+            "source": "http", "feedback": {"type": "bug", "goal": "export", "message": "it failed", **feedback}}
+
+
+@pytest.mark.parametrize("record_id", [*LUHN_IDS, NANP_ID])
+def test_identity_fields_are_never_scrubbed(record_id: str) -> None:
+    report = _afp(record_id, session_id=record_id, request_id=record_id)
+    report["metadata"] = {"id": record_id}
+    sep = {"jsonrpc": "2.0", "id": int(record_id), "method": "feedback/submit",
+           "params": {"generatedAt": "2026-10-01T10:00:00Z", "items": [{"id": record_id, "observation": record_id}]}}
+    redactor = Redactor(Pseudonymiser("k"))
+    scrubbed = redactor.value(report)
+    assert (scrubbed["id"], scrubbed["feedback"]["session_id"], scrubbed["feedback"]["request_id"]) == (record_id,) * 3
+    assert scrubbed["metadata"]["id"] != record_id  # metadata is scrubbed like any text
+    scrubbed_sep, _ = scrub_json(sep)
+    assert scrubbed_sep["id"] == int(record_id) and scrubbed_sep["params"]["items"][0]["id"] == record_id
+    assert scrubbed_sep["params"]["items"][0]["observation"] != record_id  # free text is
+
+
+def test_records_with_luhn_ids_are_all_stored_not_already_stored(tmp_path: Path) -> None:
+    from .test_ingest import files_config
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "a.jsonl").write_text("\n".join(json.dumps(_afp(i)) for i in LUHN_IDS) + "\n")
+    config = files_config(tmp_path, drop)
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        stored = sorted(i for (i,) in wh.con.execute("SELECT id FROM records").fetchall())
+    assert (summary.counts.new, summary.counts.already) == (3, 0)
+    assert stored == sorted(LUHN_IDS)
+
+
+def test_an_identifier_carrying_a_secret_keeps_one_stable_identity() -> None:
+    pseudonymise = Pseudonymiser("k")
+    token = "sk_live_" + "Zt8Kq2Lm9Xv4Rt8Wz3NbYp"
+    report = _afp("jane.doe@example.com", session_id=token, message=f"session {token} expired")
+    first, again = Redactor(pseudonymise), Redactor(pseudonymise)
+    scrubbed, twice = first.value(report), again.value(report)
+    assert scrubbed == twice  # the same keyed pseudonym every time: re-ingesting is recognised
+    assert re.fullmatch(r"idh_[0-9a-f]{24}", scrubbed["id"]) and re.fullmatch(r"idh_[0-9a-f]{24}", scrubbed["feedback"]["session_id"])
+    assert scrubbed["id"] != scrubbed["feedback"]["session_id"] != pseudonymise("jane.doe@example.com")
+    assert Pseudonymiser("other")("x") != pseudonymise("x") and Pseudonymiser("other").identifier(token) != pseudonymise.identifier(token)
+    assert "jane.doe" not in json.dumps(scrubbed) and token not in json.dumps(scrubbed)
+    assert scrubbed["feedback"]["message"] == "session [REDACTED:stripe_key:1] expired"
+    assert first.identifiers == 2 and first.counts == {"identifier": 2, "stripe_key": 1}
+    assert Redactor(pseudonymise).value(scrubbed) == scrubbed  # idempotent
+
+
+def test_without_a_key_an_identifier_carrying_a_secret_is_a_placeholder() -> None:
+    scrubbed, counts = scrub_json(_afp("jane.doe@example.com"))
+    assert scrubbed["id"] == "[REDACTED:identifier:1]" and counts == {"identifier": 1}
+    assert scrub_json(scrubbed) == (scrubbed, {"identifier": 1})
+
+
+def test_an_ingested_record_whose_id_is_an_email_is_kept_under_its_pseudonym(tmp_path: Path) -> None:
+    from .test_ingest import files_config
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "a.jsonl").write_text(json.dumps(_afp("jane.doe@example.com")) + "\n" + json.dumps(_afp("bob@example.com")) + "\n")
+    config = files_config(tmp_path, drop)
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        ids = [i for (i,) in wh.con.execute("SELECT id FROM records").fetchall()]
+        (drop / "b.jsonl").write_text(json.dumps(_afp("jane.doe@example.com")) + "\n")
+        again = ingest(config, wh)
+    assert summary.counts.new == 2 and len(set(ids)) == 2 and all(i.startswith("idh_") for i in ids)
+    assert (again.counts.new, again.counts.already) == (0, 1)
+
+
+# -- bounded depth -----------------------------------------------------------------------------
+
+SECRET_AT_THE_BOTTOM = "sk_live_" + "Qz7Lm2Kp9Xv4Rt8Wz3NbY"
+
+
+def deep_json(value: Any) -> str:
+    """JSON text of a value of any depth (``json.dumps`` recurses): the test's own writer."""
+    out, stack = [], [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tuple):  # ("raw", text)
+            out.append(node[1])
+        elif isinstance(node, dict):
+            items = list(node.items())
+            stack.append(("raw", "}"))
+            for i in range(len(items) - 1, -1, -1):
+                stack += [items[i][1], ("raw", ("," if i else "") + json.dumps(items[i][0]) + ":")]
+            stack.append(("raw", "{"))
+        elif isinstance(node, list):
+            stack.append(("raw", "]"))
+            for i in range(len(node) - 1, -1, -1):
+                stack += [node[i]] + ([("raw", ",")] if i else [])
+            stack.append(("raw", "["))
+        else:
+            out.append(json.dumps(node))
+    return "".join(out)
+
+
+def _nested(levels: int) -> Any:
+    """``levels`` of objects and arrays, a secret in the innermost (built without recursion)."""
+    value: Any = {"note": f"key {SECRET_AT_THE_BOTTOM}", "password": "hunter22"}
+    for level in range(levels - 1):
+        value = [value] if level % 2 else {"detail": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [500, 5000])
+@pytest.mark.parametrize("as_text", [False, True])
+def test_any_depth_is_scrubbed_without_recursion_error(levels: int, as_text: bool) -> None:
+    value = _nested(levels)
+    if as_text:
+        value = {"context": deep_json(value)}
+    scrubbed, counts = scrub_json(value)  # no RecursionError
+    text = deep_json(scrubbed)
+    assert SECRET_AT_THE_BOTTOM not in text and "hunter22" not in text
+    assert counts["stripe_key"] == 1
+    if not as_text:  # the first 64 levels keep their structure; the rest is scrubbed JSON text
+        node = scrubbed
+        for _ in range(MAX_DEPTH - 1):
+            node = node["detail"] if isinstance(node, dict) else node[0]
+        assert isinstance(node, (dict, list))
+
+
+def test_scrubbing_at_the_depth_limit_keeps_the_structure() -> None:
+    value = _nested(MAX_DEPTH)
+    scrubbed, counts = scrub_json(value)
+    node = scrubbed
+    while isinstance(node, (dict, list)) and "note" not in node:
+        node = node["detail"] if isinstance(node, dict) else node[0]
+    assert node == {"note": "key [REDACTED:stripe_key:1]", "password": "[REDACTED:secret:1]"}

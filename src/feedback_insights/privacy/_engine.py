@@ -3,72 +3,309 @@
 Agents paste whatever they were holding: bearer tokens, API keys, connection strings, a user's
 email. None of it may reach the warehouse, an embedding, a prompt or an issue. At the same time
 the evidence must survive: UUID trace ids, ``req_…`` request ids, ``fb_…`` record ids, commit
-SHAs, timestamps, paths, status codes, versions and counts are what make a report actionable.
+SHAs, timestamps, paths, status codes, versions and counts are what make a report actionable —
+and a record's own identity (its id, session id, timestamps…) is not text at all.
 
-The rules are :mod:`._rules`. One automaton over all their hints tells, in a single linear pass,
-which rules can match a text, so clean text skips every rule. Overlapping finds are resolved
-earliest and longest first. A :class:`Redactor` scrubs one record: the same value gets the same
-placeholder (``[REDACTED:email:1]``) everywhere in the record, values under keys that name a
-secret are replaced whole, and the counts by type are kept for the digest. Scrubbing is
-idempotent: placeholders match no rule.
+Two rule sets apply: ours (:mod:`._rules`: personal data, URL credentials, query parameters,
+headers, cookies and the vendor formats we named first) and gitleaks' 221 secret rules
+(:mod:`._gitleaks`). One RE2 automaton over every rule's hint (ours) and keywords (gitleaks')
+tells, in a single linear pass, which rules can match a text, so clean text skips every rule.
+The same pass says whether the text hides characters that render as nothing or percent-escapes;
+then the rules also run on the text without them (:mod:`._views`). Overlapping finds are
+resolved earliest and longest first.
+
+A :class:`Redactor` scrubs one record: the same value gets the same placeholder
+(``[REDACTED:email:1]``) everywhere in the record, values under keys that name a secret are
+replaced whole, identity fields are kept (or pseudonymised when they carry a secret), and the
+counts by type are kept for the digest. Scrubbing is idempotent: placeholders match no rule. It
+never recurses deeper than :data:`~feedback_insights.core.MAX_DEPTH` levels.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import re2
 
-from ._rules import DETECTORS, EVIDENCE, PLACEHOLDER, PLAIN_TOKEN, Finding, is_account_key, is_secret_key
+from ..core import MAX_DEPTH, jsontext
+from ._gitleaks import Allowlist, RuleSet, gitleaks_rules
+from ._rules import (
+    DETECTORS,
+    DIGIT_SHAPED_KINDS,
+    ENVELOPE_CONTAINERS,
+    EVIDENCE,
+    IDENTITY_KEYS,
+    NOT_SECRET_NAMES,
+    PLACEHOLDER,
+    PLAIN_TOKEN,
+    Finding,
+    is_account_key,
+    is_secret_key,
+)
+from ._views import INVISIBLE, INVISIBLE_HINT, PERCENT, PERCENT_HINT, View, percent_decoded, without_invisible
+
+#: The prefilter's memory: enough for its DFA to stay built on any text (the default 8 MiB
+#: thrashes on a few hundred patterns). RE2 never abandons a set match for being slow (it
+#: resets its cache instead), and the tests check a hint at the end of 2 MB of noise is seen.
+_SET_MEMORY = 64 << 20
+#: How many views may nest (invisible characters removed, then percent-escapes decoded twice:
+#: ``%253D``): each is a shorter text, but a crafted one must not recurse without bound.
+_MAX_VIEWS = 3
 
 
-def _hint_set() -> re2.Set:
-    """One RE2 automaton over every rule's hint: a single linear pass over a text says which
-    rules can match it, so a clean text costs one scan instead of one regex per rule."""
-    hints = re2.Set.SearchSet()
-    for index, detector in enumerate(DETECTORS):
-        if hints.Add(detector.hint) != index:
-            raise AssertionError(f"hint of {detector.kind} is not valid RE2")
+@dataclass(frozen=True, slots=True)
+class _Hits:
+    """What the prefilter found in a text: the rules that may match, by set."""
+
+    detectors: Sequence[int]
+    rules: Sequence[int]
+    invisible: bool
+    percent: bool
+
+
+def _set_of(patterns: list[str]) -> re2.Set:
+    options = re2.Options()
+    options.max_mem = _SET_MEMORY
+    hints = re2.Set.SearchSet(options)
+    for index, pattern in enumerate(patterns):
+        if hints.Add(pattern) != index:
+            raise AssertionError(f"prefilter pattern {index} is not valid RE2: {pattern!r}")
     hints.Compile()
     return hints
 
 
-_HINTS = _hint_set()
+class _Prefilter:
+    """One RE2 automaton over every hint: a single linear pass over a text says which rules can
+    match it, so a clean text costs one scan instead of one regex per rule.
+
+    Its patterns, in order: our rules' hints; the hints of gitleaks' rules other than the
+    semi-generic ones; whether there are invisible characters; percent-escapes; and one gate
+    for the hundred semi-generic rules ("<vendor name> … = …"). Only a text that passes the
+    gate is scanned again, by a second automaton over those rules' keywords: their names are
+    common words ("api", "key", "token", "access"), and prose mentions them all the time."""
+
+    def __init__(self, gitleaks: RuleSet) -> None:
+        rules = gitleaks.rules
+        self.plain = [i for i, r in enumerate(rules) if r.names is None]
+        self.gated = [i for i, r in enumerate(rules) if r.names is not None]
+        self.first_rule = len(DETECTORS)
+        self.invisible = self.first_rule + len(self.plain)
+        self.percent = self.invisible + 1
+        self.gate = self.percent + 1
+        hints = [*(d.hint for d in DETECTORS), *(rules[i].hint for i in self.plain)]
+        self.set = _set_of([*hints, INVISIBLE_HINT, PERCENT_HINT, gitleaks.gate or "$^"])
+        self.gated_set = _set_of([rules[i].hint or "" for i in self.gated]) if self.gated else None
+        self.every_detector = range(len(DETECTORS))
+        self.every_rule = range(len(rules))
+
+    def hits(self, matched: list[int], data: bytes) -> _Hits:
+        """The rules of the patterns that ``matched`` in ``data``."""
+        matched.sort()
+        first, invisible, percent = self.first_rule, self.invisible, self.percent
+        rules = [self.plain[i - first] for i in matched if first <= i < invisible]
+        if matched[-1] == self.gate and self.gated_set is not None:
+            gated = self.gated_set.Match(data)
+            if gated:
+                rules = sorted([*rules, *(self.gated[i] for i in gated)])
+        return _Hits([i for i in matched if i < first], rules, invisible in matched, percent in matched)
+
+    def everything(self, text: str) -> _Hits:
+        """Every rule, as if each hint had matched (the tests compare this with :meth:`hits`)."""
+        return _Hits(self.every_detector, self.every_rule, bool(INVISIBLE.search(text)), bool(PERCENT.search(text)))
+
+
+_GITLEAKS = gitleaks_rules()
+_PREFILTER = _Prefilter(_GITLEAKS)
+#: The set's own match (a list, empty for no match), without the wrapper's type checks: it
+#: runs once for every string of every record.
+_MATCH = getattr(_PREFILTER.set, "_set", _PREFILTER.set).Match
+_FIRST_RULE = _PREFILTER.first_rule
+#: gitleaks' global allow-lists, and ours: a generic "name = value" find whose name is a
+#: pagination cursor or a correlation id (``page_token=…``, ``session_id: …``) is evidence.
+_ALLOWLISTS = (
+    *_GITLEAKS.allowlists,
+    Allowlist("match", False, re2.compile(rf"(?i)(?:{NOT_SECRET_NAMES})[\"']?\s*[=:]"), None, False),
+)
+
 
 def find(text: str, *, prefilter: bool = True) -> list[Finding]:
     """Every secret and personal datum in ``text``, without overlaps, in order.
 
     The prefilter only skips rules whose hint proves they cannot match; the tests turn it off
     to check that it never changes a result."""
-    if len(text) < 6:
+    size = len(text)
+    if size < 6:
         return []
-    if len(text) < 20 and PLAIN_TOKEN.fullmatch(text) or len(text) < 40 and EVIDENCE.fullmatch(text):
+    if size < 20 and PLAIN_TOKEN.fullmatch(text) or size < 40 and EVIDENCE.fullmatch(text):
         return []
-    hits = _HINTS.Match(text) if prefilter else range(len(DETECTORS))
-    if not hits:
+    if not prefilter:
+        return _find(text, False, 0)
+    # The hot path, inlined: most texts end at the first ``return []`` below.
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): keep it, as bytes
+        data = text.encode("utf-8", "surrogatepass")
+    matched = _MATCH(data)
+    if not matched:
         return []
+    return _matched(text, data, matched, 0)
+
+
+def _find(text: str, prefilter: bool, views: int) -> list[Finding]:
+    """:func:`find` without the shortcuts, for views and for the tests' run without prefilter."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    if not prefilter:
+        return _found(text, data, _PREFILTER.everything(text), False, views)
+    matched = _MATCH(data)
+    return _matched(text, data, matched, views) if matched else []
+
+
+def _matched(text: str, data: bytes, matched: list[int], views: int) -> list[Finding]:
+    """The finds of the rules whose hints matched (``matched``: pattern indices)."""
+    if max(matched) < _FIRST_RULE:  # the common case with a hit: only our rules
+        found: list[Finding] = []
+        for index in sorted(matched):
+            DETECTORS[index].find(text, found)
+        return _without_overlaps(found, text) if found else []
+    return _found(text, data, _PREFILTER.hits(matched, data), True, views)
+
+
+def _found(text: str, data: bytes, hits: _Hits, prefilter: bool, views: int) -> list[Finding]:
+    """The finds of the rules the prefilter let through, in ``text`` and its views."""
+    if hits.invisible and views < _MAX_VIEWS:
+        # The text as it reads: the view replaces it (nothing is found only with them).
+        view = without_invisible(text)
+        return _mapped(view, _find(view.text, prefilter, views + 1))
     found: list[Finding] = []
-    for index in sorted(hits):
+    for index in hits.detectors:
         DETECTORS[index].find(text, found)
-    if not found:
-        return []
+    if hits.rules:
+        _gitleaks_finds(text, data, hits.rules, found)
+    if hits.percent and views < _MAX_VIEWS:
+        view = percent_decoded(text)
+        found += _mapped(view, _find(view.text, prefilter, views + 1))
+    return _without_overlaps(found, text) if found else []
+
+
+def _mapped(view: View, found: list[Finding]) -> list[Finding]:
+    return [Finding(f.kind, *view.original(f.start, f.end)) for f in found]
+
+
+def _gitleaks_finds(text: str, data: bytes, indices: Sequence[int], found: list[Finding]) -> None:
+    """gitleaks' finds (in bytes) as character offsets. A rule runs only when one of its
+    keywords is in the lower-cased text, as in gitleaks: the prefilter may have matched a
+    sharper hint, or a case folding that lower-casing does not share."""
+    rules, allowlists = _GITLEAKS.rules, _ALLOWLISTS
+    ascii_only = len(data) == len(text)
+    lowered = text.lower()
+    for index in indices:
+        rule = rules[index]
+        if rule.keywords and not any(keyword in lowered for keyword in rule.keywords):
+            continue
+        for start, end in rule.finds(data, allowlists):
+            if not ascii_only:
+                start, end = _characters(data, start), _characters(data, end)
+            found.append(Finding(rule.kind, start, end))
+
+
+def _characters(data: bytes, offset: int) -> int:
+    """The character offset of a byte offset (RE2 reports bytes of the UTF-8 text)."""
+    try:
+        return len(data[:offset].decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:  # an offset inside a character: count what is whole
+        return len(data[:offset].decode("utf-8", "ignore"))
+
+
+def _without_overlaps(found: list[Finding], text: str) -> list[Finding]:
+    """Earliest first, the longest of those starting together; a find inside a kept one goes.
+    Ours come before gitleaks' in ``found``, so on a tie our kind is kept. Nothing may touch
+    a placeholder ("[REDACTED:url_credentials:1]" names a secret word): scrubbing twice
+    changes nothing."""
     found.sort(key=lambda f: (f.start, f.start - f.end))
+    placeholders = [m.span() for m in PLACEHOLDER.finditer(text)] if "[REDACTED:" in text else []
     kept: list[Finding] = []
     for finding in found:
         if kept and finding.start < kept[-1].end:
+            continue
+        if placeholders and any(finding.start < end and start < finding.end for start, end in placeholders):
             continue
         kept.append(finding)
     return kept
 
 
+# -- JSON of any depth -------------------------------------------------------------------------
+
+
+class _Chunk(str):
+    """JSON text already written (a bracket, a key), on the stack of :func:`json_of`."""
+
+
+def json_of(value: Any) -> str:
+    """JSON text of ``value`` however deeply it nests: an explicit stack, never the call stack
+    (``jsontext.dumps`` stops at a few hundred levels)."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is _Chunk:
+            out.append(node)
+        elif isinstance(node, dict):
+            stack.append(_Chunk("}"))
+            items = list(node.items())
+            for i in range(len(items) - 1, -1, -1):
+                stack.append(items[i][1])
+                stack.append(_Chunk(("," if i else "") + _scalar(str(items[i][0])) + ":"))
+            stack.append(_Chunk("{"))
+        elif isinstance(node, list | tuple):
+            stack.append(_Chunk("]"))
+            for i in range(len(node) - 1, -1, -1):
+                stack.append(node[i])
+                if i:
+                    stack.append(_Chunk(","))
+            stack.append(_Chunk("["))
+        else:
+            out.append(_scalar(node))
+    return "".join(out)
+
+
+def _scalar(value: Any) -> str:
+    return jsontext.dumps(value).decode("utf-8", "surrogatepass")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether objects and arrays nest more than ``limit`` levels in ``value`` (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+# -- one record --------------------------------------------------------------------------------
+
+#: Identity values: a text, or a number (an id, a millisecond timestamp).
+_SCALARS = (str, int, float)
+
+
 @dataclass
 class Redactor:
     """Scrubs the strings of one record. ``pseudonymise`` turns an account id into its
-    pseudonym (values under :data:`ACCOUNT_KEYS` keep identity, not content)."""
+    pseudonym (values under :data:`ACCOUNT_KEYS` keep identity, not content); when it also has
+    an ``identifier`` method (a :class:`Pseudonymiser` has), an identity field that carries a
+    secret or an email gets that stable pseudonym (``idh_…``), else ``[REDACTED:identifier:N]``.
+    """
 
     pseudonymise: Callable[[str], str] | None = None
     #: Whether an account id was replaced by its pseudonym.
@@ -76,6 +313,8 @@ class Redactor:
     _placeholders: dict[tuple[str, str], str] = field(default_factory=dict)
     _numbers: Counter[str] = field(default_factory=Counter)
     _done: dict[str, str] = field(default_factory=dict)
+    #: Identity values replaced because they carried a secret: value → replacement.
+    _identities: dict[str, str] = field(default_factory=dict)
 
     def placeholder(self, kind: str, value: str) -> str:
         key = (kind, value)
@@ -90,8 +329,15 @@ class Redactor:
 
     @property
     def counts(self) -> dict[str, int]:
-        """Distinct values redacted in this record, by type (earlier placeholders included)."""
+        """Distinct values redacted in this record, by type (earlier placeholders included);
+        ``identifier``: identity fields replaced because they carried a secret or an email."""
         return {kind: n for kind, n in sorted(self._numbers.items()) if n}
+
+    @property
+    def identifiers(self) -> int:
+        """How many distinct identity values of this record carried a secret or an email and
+        were replaced (so a run summary can say so); also ``counts["identifier"]``."""
+        return len(self._identities)
 
     def text(self, text: str) -> str:
         # A record repeats its texts (the canonical fields are copies of the original's):
@@ -119,26 +365,86 @@ class Redactor:
 
     def value(self, value: Any, key: str | None = None, secret: bool = False) -> Any:
         """``value`` with every string inside scrubbed; keys and structure kept. Everything
-        under a key that names a secret is redacted whole."""
+        under a key that names a secret is redacted whole. ``value`` itself is a record's root:
+        its envelope fields (:data:`IDENTITY_KEYS` on a path through
+        :data:`ENVELOPE_CONTAINERS`) are its identity and kept."""
+        if key is None:
+            return self._envelope(value, None, secret, 1)
+        return self._walk(value, key, secret, 1)
+
+    def _walk(self, value: Any, key: str | None, secret: bool, depth: int) -> Any:
+        """``value`` (at level ``depth``; the root is 1) off the record's envelope."""
         secret = secret or (key is not None and is_secret_key(key))
         kind = type(value)
         if kind is str:
-            if secret and value and not PLACEHOLDER.fullmatch(value):
-                return self.placeholder("secret", value)
-            if key is not None and value and self.pseudonymise is not None and is_account_key(key):
-                self.pseudonymised = True
-                return self.pseudonymise(value)
-            if value[:1] in "{[" and value[-1:] in "}]":
-                return self._json_text(value, key, secret)
-            return self.text(value)
+            return self._string(value, key, secret, depth, False)
         if kind is dict:
+            if depth > MAX_DEPTH:
+                return self._too_deep(value, secret)
             # Keys are text too ({"jane@example.com": …}); only the values under them can be secret.
-            return {self.text(k): self.value(v, k, secret) for k, v in value.items()}
+            return {self.text(k): self._walk(v, k, secret, depth + 1) for k, v in value.items()}
         if kind is list:
-            return [self.value(v, key, secret) for v in value]
+            if depth > MAX_DEPTH:
+                return self._too_deep(value, secret)
+            return [self._walk(v, key, secret, depth + 1) for v in value]
         if kind is int or kind is float:
             return self._number(value, secret)
         return value
+
+    def _envelope(self, value: Any, key: str | None, secret: bool, depth: int) -> Any:
+        """``value`` on the record's envelope: the root, and what is under ``feedback``,
+        ``params``, ``items`` … (:data:`ENVELOPE_CONTAINERS`) and list items on the way. Its
+        :data:`IDENTITY_KEYS` are identity; everything else is walked as usual."""
+        kind = type(value)
+        if kind is list and depth <= MAX_DEPTH:
+            return [self._envelope(v, key, secret, depth + 1) for v in value]
+        if kind is not dict or depth > MAX_DEPTH:
+            if kind is str and not (secret or key is not None and is_secret_key(key)):
+                return self._string(value, key, False, depth, True)  # JSON text here is envelope too
+            return self._walk(value, key, secret, depth)
+        secret = secret or (key is not None and is_secret_key(key))
+        out = {}
+        for k, v in value.items():
+            if k in IDENTITY_KEYS and not secret and type(v) in _SCALARS:
+                out[self.text(k)] = self._identity(v) if type(v) is str else v
+            elif k in ENVELOPE_CONTAINERS:
+                out[self.text(k)] = self._envelope(v, k, secret, depth + 1)
+            else:
+                out[self.text(k)] = self._walk(v, k, secret, depth + 1)
+        return out
+
+    def _string(self, value: str, key: str | None, secret: bool, depth: int, envelope: bool) -> str:
+        if secret and value and not PLACEHOLDER.fullmatch(value):
+            return self.placeholder("secret", value)
+        if key is not None and value and self.pseudonymise is not None and is_account_key(key):
+            self.pseudonymised = True
+            return self.pseudonymise(value)
+        if value[:1] in "{[" and value[-1:] in "}]":
+            return self._json_text(value, key, secret, depth, envelope)
+        return self.text(value)
+
+    def _identity(self, value: str) -> str:
+        """An identity field as it is, unless it carries a secret or an email (digits shaped
+        like a card or a phone number are what ids look like): then a stable keyed pseudonym,
+        so the record keeps one identity and nothing secret is stored."""
+        replaced = self._identities.get(value)
+        if replaced is not None:
+            return replaced
+        if "[REDACTED:" in value:
+            self._continue_numbering(value)
+        for finding in find(value):
+            if finding.kind not in DIGIT_SHAPED_KINDS:
+                break
+        else:
+            return value
+        identify = getattr(self.pseudonymise, "identifier", None)
+        if identify is None:
+            replaced = self.placeholder("identifier", value)
+        else:
+            replaced = identify(value)
+            self._numbers["identifier"] += 1
+        self._identities[value] = replaced
+        return replaced
 
     def _number(self, value: float, secret: bool) -> Any:
         """A number under a secret key is a secret ({"pin": 1234}); a long integer may be a
@@ -151,15 +457,25 @@ class Redactor:
             return value if scrubbed == text else scrubbed
         return value
 
-    def _json_text(self, value: str, key: str | None, secret: bool) -> Any:
+    def _json_text(self, value: str, key: str | None, secret: bool, depth: int, envelope: bool) -> Any:
         """JSON kept as text (an SQL ``context`` column) is scrubbed as the structure it is,
-        then written back as text, so a key in it still names a secret."""
+        then written back as text, so a key in it still names a secret. Text that nests too
+        deeply for that (or for the parser) is scrubbed as text."""
         try:
             parsed = orjson.loads(value)
-        except orjson.JSONDecodeError:
+        except ValueError:
             return self.text(value)
-        scrubbed = self.value(parsed, key, secret)
-        return value if scrubbed == parsed else orjson.dumps(scrubbed).decode()
+        if _deeper_than(parsed, MAX_DEPTH - depth + 1):
+            return self.text(value)
+        walk = self._envelope if envelope else self._walk
+        scrubbed = walk(parsed, key, secret, depth)
+        return value if scrubbed == parsed else jsontext.dumps(scrubbed).decode("utf-8", "surrogatepass")
+
+    def _too_deep(self, value: Any, secret: bool) -> str:
+        """A subtree below :data:`MAX_DEPTH` levels (callers reject such reports before
+        scrubbing; the scrubber must be bounded anyway) is kept as its scrubbed JSON text."""
+        text = json_of(value)
+        return self.placeholder("secret", text) if secret else self.text(text)
 
     def _continue_numbering(self, text: str) -> None:
         """Text scrubbed before keeps its placeholders; new ones must not reuse their numbers."""
@@ -174,6 +490,7 @@ def scrub_text(text: str) -> tuple[str, dict[str, int]]:
 
 
 def scrub_json(value: Any) -> tuple[Any, dict[str, int]]:
-    """Every string inside ``value`` scrubbed (the ``scrub`` command's unit of work)."""
+    """Every string inside ``value`` scrubbed (the ``scrub`` command's unit of work). Without a
+    key, an identity field that carries a secret becomes ``[REDACTED:identifier:N]``."""
     redactor = Redactor()
     return redactor.value(value), redactor.counts

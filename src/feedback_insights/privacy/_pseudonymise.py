@@ -4,6 +4,11 @@ knowing who they are.
 HMAC-SHA256 with a key from configuration: stable across runs (the same account is always the
 same pseudonym, so distinct-account counts stay exact) and not reversible or guessable without
 the key (a plain hash of a short account id could be brute-forced).
+
+The same key also stands in for an identifier that carries a secret or an email (a session id
+that is someone's address): ``idh_`` + HMAC over a separate domain, so the record keeps one
+stable identity — re-ingesting it is still recognised as already stored — and nothing secret
+reaches disk. The domain keeps an id's pseudonym from ever equalling an account's.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ import re
 
 PREFIX = "acct_"
 _PSEUDONYM = re.compile(rf"^{PREFIX}[0-9a-f]{{24}}$")
+#: Pseudonyms of identifiers: another prefix, and the HMAC over another domain.
+IDENTIFIER_PREFIX = "idh_"
+_IDENTIFIER_DOMAIN = b"feedback-insights identifier\0"
+_IDENTIFIER_PSEUDONYM = re.compile(rf"^{IDENTIFIER_PREFIX}[0-9a-f]{{24}}$")
 
 
 class Pseudonymiser:
@@ -39,6 +48,14 @@ class Pseudonymiser:
                 self._cache.clear()
             self._cache[account] = pseudonym
         return pseudonym
+
+    def identifier(self, value: str) -> str:
+        """The pseudonym of an identifier that must not be stored as it is; one that already is
+        such a pseudonym is kept (scrubbing is idempotent)."""
+        if _IDENTIFIER_PSEUDONYM.match(value):
+            return value
+        message = _IDENTIFIER_DOMAIN + value.encode("utf-8", errors="surrogatepass")
+        return IDENTIFIER_PREFIX + hmac.new(self._key, message, hashlib.sha256).hexdigest()[:24]
 
     def __repr__(self) -> str:  # never show the key
         return "Pseudonymiser(<key>)"

@@ -2,13 +2,20 @@
 
 Each :class:`Detector` is one rule, most specific first: an RE2 "hint" (every text the rule can
 match also matches it), a regex, and where the format has one a checksum (Luhn for cards,
-mod-97 for IBANs, the SSA's rules for SSNs, a real parse for IPv6). Key rules say which JSON
-keys hold a secret whatever the value, and which hold an account (pseudonymised, not redacted).
-The engine that applies them is :mod:`._engine`.
+mod-97 for IBANs, the SSA's rules for SSNs, a real parse for IPv6, a base64 decode for a bare
+``user:password``). gitleaks' rule set (:mod:`._gitleaks`) covers the vendor formats; these
+rules cover what it does not: personal data, URL credentials, query parameters, headers and
+cookies, secret-named values, private key bodies without their BEGIN line, and the vendor
+formats we named first (kept: their kinds are in every stored record's counts). Key rules say
+which JSON keys hold a secret whatever the value, which hold an account (pseudonymised, not
+redacted), and which are a record's identity (kept). The engine that applies them is
+:mod:`._engine`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import ipaddress
 import re
@@ -138,9 +145,25 @@ _PHONE_VERBS = "call|calling|text|contact|reach|dial|ring|answering"
 # A noun labels the number ("Mobile: 99 577450", "my registered 668 5702"); a verb may stand a few
 # words off ("call me on 9472 7916"). "office is at 17031 2202" is a street address.
 _PHONE_WORD_BEFORE = re.compile(
-    rf"(?:(?:{_PHONE_NOUNS})\b\W{{0,4}}(?:\w+\W{{1,3}})?|(?:{_PHONE_VERBS})\b\W{{1,4}}(?:\w+\W{{1,3}}){{0,3}})$",
+    rf"(?:(?:{_PHONE_NOUNS})\b\W{{0,4}}(?:\w+\W{{1,3}})?|(?P<verb>{_PHONE_VERBS})\b\W{{1,4}}(?:\w+\W{{1,3}}){{0,3}})$",
     re.IGNORECASE,
 )
+#: "call" in API feedback is mostly the noun ("the call failed, took 1350748 µs"), and so are
+#: "the text", "each contact": a verb after one of these is no phone word.
+_DETERMINER_BEFORE = re.compile(r"\b(?:api|the|a|an|this|that|each|every|first|second|last|one)\s+$", re.IGNORECASE)
+
+
+def _phone_word_before(before: str) -> bool:
+    """A phone word ends ``before`` (the 40 characters before a number): a noun, or a verb that
+    is not a noun after a determiner (the next candidate is tried when one is)."""
+    start = 0
+    while (match := _PHONE_WORD_BEFORE.search(before, start)) is not None:
+        if not match.group("verb") or not _DETERMINER_BEFORE.search(before, 0, match.start("verb")):
+            return True
+        start = match.start() + 1
+    return False
+
+
 _PHONE_WORD_AFTER = re.compile(rf"^\W{{0,3}}(?:{_PHONE_NOUNS}|{_PHONE_VERBS}|home|work)\b", re.IGNORECASE)
 _NANP = re.compile(r"(?:\+?1[\s.-]?)?\(?[2-9]\d{2}\)?[\s.-]?[2-9]\d{2}[\s.-]?\d{4}")
 
@@ -171,7 +194,7 @@ def phone_ok(value: str, text: str, start: int) -> bool:
         return True
     before = text[max(0, start - 40) : start]
     after = text[start + len(value) : start + len(value) + 12]
-    return bool(_PHONE_WORD_BEFORE.search(before) or _PHONE_WORD_AFTER.search(after))
+    return _phone_word_before(before) or bool(_PHONE_WORD_AFTER.search(after))
 
 
 # A word is lower case, Capitalised, a short acronym or a short code ("SHA256"); a random
@@ -245,6 +268,118 @@ def _auth_ok(match: re.Match[str]) -> bool:
     return _word_start(match) and high_entropy(match.group("v"))
 
 
+_PORT_THEN_PATH = re.compile(r"\d{1,5}(?:[/?#]|$)")
+
+
+def _url_credentials_ok(match: re.Match[str]) -> bool:
+    """``scheme://user:password@host``, the user possibly empty (``redis://:pw@host``) and the
+    password possibly holding "/"; but ``https://host:8080/path/@me`` is a port and a path."""
+    password = match.group("v").partition(":")[2]
+    return not _PORT_THEN_PATH.match(password)
+
+
+_QUERY_PASSWORD_NAMES = frozenset({"pass", "pw"})
+
+
+def _query_ok(match: re.Match[str]) -> bool:
+    """``?pass=…``/``&pw=…`` hold a password whatever it looks like; ``?key=…`` holds a key when
+    the value is long and mixed (``?key=name`` is a sort key)."""
+    value = match.group("v")
+    if match.group("k").lower() in _QUERY_PASSWORD_NAMES:
+        return len(value) >= 3
+    return not looks_like_words(value) and high_entropy(value)
+
+
+#: Base64 of printable ASCII, quad by quad: each 4 characters encode 3 bytes in 0x21-0x7E,
+#: which fixes the first three characters' ranges ("dXNl" for "use"). English words rarely
+#: fit two quads in a row ("Download" fails at "D").
+_B64_C0, _B64_C1, _B64_C2 = "[I-Za-f]", "[C-HS-Xi-ny-z0-3]", "[ABEFIJMNQRUVYZcdghklopstwx014589]"
+_B64_QUAD = rf"{_B64_C0}{_B64_C1}{_B64_C2}[A-Za-z0-9+/]"
+_B64_TAIL = rf"{_B64_C0}(?:{_B64_C1}[AEIMQUYcgkosw048]=?|[AQgw](?:==)?)"
+_B64_TEXT = rf"(?<![\w+/=-])(?:{_B64_QUAD}){{2,}}+(?:{_B64_TAIL})?+(?![\w+/=-])"
+#: A quad (or the 2-byte tail) holding ":" (0x3A) as its first, second or third byte.
+_B64_COLON = (
+    rf"O[i-n]{_B64_C2}[A-Za-z0-9+/]|{_B64_C0}[DTjz][op][A-Za-z0-9+/]|{_B64_C0}{_B64_C1}[AEIMQUYcgkosw048]6"
+)
+_B64_COLON_TAIL = rf"O[i-n][AEIMQUYcgkosw048]|{_B64_C0}[DTjz][o]"
+#: The rule's hint: two quads in a row, one of them holding the ":".
+_B64_HINT = rf"(?:{_B64_QUAD})(?:{_B64_COLON}|{_B64_COLON_TAIL})|(?:{_B64_COLON})(?:{_B64_QUAD}|{_B64_TAIL})"
+_B64_USER = re.compile(r"[A-Za-z0-9._@+-]{1,64}")
+#: Decoded cursors ("offset:100", "page:2") have a colon too; they are evidence.
+_CURSOR_WORDS = frozenset({"offset", "cursor", "page", "after", "before", "start", "index", "limit", "next", "prev", "id", "v"})
+
+
+def _basic_blob_ok(match: re.Match[str]) -> bool:
+    """A bare base64 ``user:password`` (what an ``Authorization: Basic`` header carries, pasted
+    without the header): it decodes to printable ASCII, a plausible user name, ":", a password."""
+    value = match.group(0)
+    if len(value) % 4 == 1:
+        return False
+    try:
+        raw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if not 3 <= len(raw) <= 256 or any(b < 0x21 or b > 0x7E for b in raw):
+        return False
+    user, colon, password = raw.decode("ascii").partition(":")
+    return bool(colon and password and _B64_USER.fullmatch(user) and user.lower() not in _CURSOR_WORDS)
+
+
+_PEM_END = r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{4,}[ \t]*\r?|[ \t]*(?:Proc-Type|DEK-Info|Comment):.*|[ \t]*\r?")
+_PEM_TAIL = re.compile(r"[A-Za-z0-9+/=]{16,}[ \t]*$")
+#: Key bodies are at most a few dozen lines; the walk back stops here in any case.
+_PEM_MAX_LINES = 512
+
+
+def _pem_body_span(match: re.Match[str]) -> tuple[int, int] | None:
+    """A private key whose BEGIN line was not pasted: the END line and the base64 lines above
+    it, walking back line by line (linear, unlike a regex anchored on the END line). None when
+    no body line precedes the END line: then there is nothing secret."""
+    text, start = match.string, match.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    tail = _PEM_TAIL.search(text, line_start, start)
+    begin = tail.start() if tail else start
+    if text[line_start:start].strip() and not tail:
+        return None
+    for _ in range(_PEM_MAX_LINES):
+        if line_start == 0:
+            break
+        previous = text.rfind("\n", 0, line_start - 1) + 1
+        line = text[previous : line_start - 1]
+        if line.lstrip().startswith("-----BEGIN"):
+            begin = previous
+            break
+        if not _PEM_LINE.fullmatch(line):
+            break
+        if line.strip():
+            begin = previous
+        line_start = previous
+    return None if begin == start else (begin, match.end())
+
+
+#: How the base64 of a DER private key begins: a SEQUENCE then the INTEGER version 0 or 1
+#: (PKCS#1 RSA, PKCS#8, SEC1 EC, Ed25519/X25519 PKCS#8), or OpenSSH's "openssh-key-v1".
+#: Public keys and certificates start differently ("MIIBIjAN…", "MIIDXTCC…").
+_DER_KEY = r"MII[A-Za-z0-9+/]{2}[AQgw]IBA|MIG[A-Za-z0-9+/]AgE[AB]|MHcCAQEE|MC4CAQAw|b3BlbnNzaC1rZXktdjE"
+_PEM_BODY = (
+    rf"(?<![A-Za-z0-9+/])(?:{_DER_KEY})[A-Za-z0-9+/]{{40,}}+={{0,2}}+"
+    # Further lines: a full-width one (16+), or a short last one that is the whole line.
+    r"(?:[ \t]*\r?\n[ \t]*(?:[A-Za-z0-9+/]{16,}+={0,2}+|[A-Za-z0-9+/]{4,}+={0,2}+(?=[ \t]*(?:\r?\n|$))))*+"
+    rf"(?:\s*{_PEM_END})?"
+)
+
+# A JWT split across lines or by " . ": the dots may have blanks or a line break around them,
+# and a segment may wrap onto the next line (only whole lines: "Thanks" after it stays).
+_JWT_DOT = r"[ \t]*(?:\r?\n)?[ \t]*\.[ \t]*(?:\r?\n)?[ \t]*"
+_JWT_SEGMENT = r"[\w-]{8,}+(?:\r?\n[\w-]++(?=[ \t]*(?:[\r\n.]|$)))*+"
+_JWT_SIGNATURE = r"[\w-]*+(?:\r?\n[\w-]{8,}+(?=[ \t]*(?:\r?\n|$)))*+"
+_JWT = (
+    rf"\beyJ{_JWT_SEGMENT}{_JWT_DOT}(?:eyJ{_JWT_SEGMENT}{_JWT_DOT}{_JWT_SIGNATURE}"
+    rf"|[\w-]{{8,}}+{_JWT_DOT}[\w-]{{6,}}+)(?![ \t]*\.[\w-])"
+)
+
+
 # -- the rules, most specific first ------------------------------------------------------------
 
 _I = re.IGNORECASE
@@ -256,8 +391,8 @@ _SECRET_WORDS = (
     r"|jsessionid|phpsessid|sessionid|sess|session|sig|signature"
 )
 #: Cursors and ids whose names contain a secret word but whose values are evidence.
-_NOT_SECRET_NAMES = r"(?:next_?)?page_?token|next_?token|continuation_?token|pagination_?token|session_?id|token_?count"
-_NOT_SECRET = re.compile(rf"(?:{_NOT_SECRET_NAMES})\b", _I)
+NOT_SECRET_NAMES = r"(?:next_?)?page_?token|next_?token|continuation_?token|pagination_?token|session_?id|token_?count"
+_NOT_SECRET = re.compile(rf"(?:{NOT_SECRET_NAMES})\b", _I)
 # Anchored on the secret word, not on the start of the key: "STRIPE_SECRET_KEY=…" matches from
 # "SECRET_KEY", and _value_ok reads the whole key back.
 _KEY_VALUE = re.compile(
@@ -301,24 +436,30 @@ def _vendor(kind: str, hint: str, pattern: str) -> Detector:
 
 _PHONE = (
     r"(?<![\w.+/-])(?=[+(]?(?:[ \t.()+-]{0,3}\d){7})(?:\+\d{1,3}[ \t.-]?)?(?:\(0?\d{1,4}\)[ \t.-]?)?(?:\(0\) ?)?"
-    r"\d{1,15}+(?:[ \t.-]\d{1,8}+){0,5}+(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?![\w/]|-\d)"
+    # Not followed by more of a token: "-4567" (a longer number), "-f989-" (a UUID's next group).
+    r"\d{1,15}+(?:[ \t.-]\d{1,8}+){0,5}+(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?![\w/]|-\d|-[0-9A-Fa-f]{4}-)"
 )
 
 DETECTORS: tuple[Detector, ...] = (
     _vendor("private_key", "-----BEGIN", _PRIVATE_KEY),
+    Detector("private_key", "-----END", re.compile(_PEM_END), 0, _pem_body_span),
+    _vendor("private_key", _DER_KEY, _PEM_BODY),
     # A JWS has exactly three segments (a fourth makes it something else); an unsigned ("alg":
     # "none") token still carries its claims, so the signature may be empty.
-    _vendor(
-        "jwt",
-        r"eyJ[\w-]{8}",
-        r"\beyJ[\w-]{8,}+\.(?:eyJ[\w-]{8,}+\.[\w-]*+|[\w-]{8,}+\.[\w-]{6,}+)(?!\.[\w-])",
-    ),
+    _vendor("jwt", r"eyJ[\w-]{8}", _JWT),
     _vendor("anthropic_key", "sk-ant-", r"\bsk-ant-[a-z0-9]+-[A-Za-z0-9_-]{20,}"),
     _vendor("openai_key", "sk-[A-Za-z0-9_-]{20}", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
     _vendor("github_token", "gh[pousr]_|github_pat_", r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{40,}"),
     _vendor("aws_access_key", "(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
     _vendor("stripe_key", "_(?:live|test)_", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),
-    _vendor("slack_token", "xox[abposr]-|xapp-", r"\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}"),
+    # Webhook signing secrets: whoever holds one can forge Stripe's events.
+    _vendor("stripe_key", "whsec_", r"\bwhsec_[A-Za-z0-9+/=]{20,}"),
+    # xoxe-: Slack's refresh tokens; xoxe.xoxp-: its configuration tokens.
+    _vendor(
+        "slack_token",
+        r"xox[abposre][-.]|xapp-",
+        r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxoxe\.xox[bp]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}",
+    ),
     _vendor("webhook_url", "hooks\\.slack\\.com|/api/webhooks|office\\.com/webhook", _WEBHOOK),
     _vendor("google_api_key", "AIza", r"\bAIza[0-9A-Za-z_-]{35}"),
     _vendor("google_oauth_token", "ya29\\.", r"\bya29\.[0-9A-Za-z_-]{20,}"),
@@ -341,10 +482,19 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "url_credentials",
-        r"://[^\s:/@]+:[^\s/@]+@",
-        re.compile(r"\b[a-z][a-z0-9+.-]*://(?P<v>[^\s:/@]+:[^\s/@]+)@", _I),
+        r"://[^\s:/@]*:[^\s@]+@",
+        re.compile(r"\b[a-z][a-z0-9+.-]*://(?P<v>[^\s:/@]*+:[^\s@]++)@", _I),
         "v",
+        _url_credentials_ok,
     ),
+    Detector(
+        "secret_value",
+        r"(?i)[?&;](?:pass|pw|key)=",
+        re.compile(r"(?<=[?&;])(?P<k>pass|pw|key)=(?P<v>[^&#\s\"'<>]{1,400})", _I),
+        "v",
+        _query_ok,
+    ),
+    Detector("credentials", _B64_HINT, re.compile(_B64_TEXT), 0, _basic_blob_ok),
     Detector(
         "secret_value",
         r"(?i)(?:key|token|secret|pass|pwd|auth|cred|sess|sig|cookie)[\w-]*[\"']?\s*(?:[=:]|\sis\s)",
@@ -355,7 +505,8 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "email",
-        r"@",
+        # A character before the "@", a label and a dot after it (not "@mentions").
+        r"[^\s@]@[^\s@.]+\.",
         # Starts only at the start of a token, and never backtracks into a label: linear time.
         re.compile(r"(?<![\w.%+-])[\w.%+-]++@(?:(?:[\w-]++\.)+[^\W\d_]{2,}\b|(?:\d{1,3}\.){3}\d{1,3}\b)"),
     ),
@@ -388,16 +539,45 @@ DETECTORS: tuple[Detector, ...] = (
         0,
         ipv6_ok,
     ),
-    Detector("phone", r"\d(?:[^\d\n]{0,3}\d){6}", re.compile(_PHONE), 0, phone_span),
+    # The hint is the pattern's own lookahead: seven digits, each at most 3 separators apart.
+    Detector("phone", r"\d(?:[ \t.()+-]{0,3}\d){6}", re.compile(_PHONE), 0, phone_span),
 )
 
 
 #: Keys whose value is a secret whatever it looks like ("password": "hunter2"). Narrower than
 #: the text rule: a key called "session" or "signature" in structured data is usually evidence.
-_SECRET_KEY = re.compile(rf"^(?!(?:{_NOT_SECRET_NAMES})$)(?:[\w-]*[_-])?(?:{_SECRET_WORDS})$", _I)
+_SECRET_KEY = re.compile(rf"^(?!(?:{NOT_SECRET_NAMES})$)(?:[\w-]*[_-])?(?:{_SECRET_WORDS})$", _I)
 _EVIDENCE_KEYS = frozenset({"session", "sess", "sig", "signature", "sessionid"})
 #: Keys holding a customer's account id: pseudonymised, not redacted, so counts stay exact.
 ACCOUNT_KEYS = frozenset({"account", "account_id", "accountid", "user_id", "userid", "pseudonym_id"})
+
+#: Envelope and identity fields, in every spelling the dialects use (AFP/AFS envelopes, AFS
+#: camelCase, SEP-2369's generatedAt, RFC-026's app_id/timestamp, in-session rows' ts and
+#: instance_id): a record's identity, never text to scrub. A numeric id that passes the Luhn
+#: check or looks like a phone number is still the id, and rewriting it would make every later
+#: record with another such id look "already stored".
+IDENTITY_KEYS = frozenset({
+    "id", "collector", "service", "app_id", "content_hash", "contentHash",
+    "request_id", "requestId", "session_id", "sessionId", "trace_id", "traceId",
+    "message_id", "messageId", "instance_id", "instanceId",
+    "received_at", "receivedAt", "generatedAt", "timestamp", "ts",
+})
+#: The containers between a record's root and its envelope fields: an identity key counts only
+#: on a path through these (and list items), so ``feedback.session_id`` and
+#: ``params.items.0.id`` are identities while ``metadata.id`` or ``context.user.id`` are
+#: metadata, scrubbed like any other text. ``original`` is the record as received, inside a
+#: canonical record.
+ENVELOPE_CONTAINERS = frozenset({"feedback", "params", "items", "original"})
+#: Kinds of personal data; every other kind is a secret.
+PERSONAL_KINDS = frozenset({"email", "phone", "credit_card", "iban", "us_ssn", "ip_address"})
+#: Kinds an identifier may look like by accident: digits in the shape of a card, a phone
+#: number, an SSN or an address. An identity value with only these finds is kept as it is.
+DIGIT_SHAPED_KINDS = frozenset({"phone", "credit_card", "us_ssn", "ip_address"})
+
+
+def is_secret_kind(kind: str) -> bool:
+    """Whether a placeholder kind is a secret (not personal data, not an identifier)."""
+    return kind not in PERSONAL_KINDS and kind != "identifier"
 
 
 #: A short id, enum or path with fewer than seven digits: too short for any credential, no
