@@ -299,6 +299,13 @@ def _deeper_than(value: Any, limit: int) -> bool:
 _SCALARS = (str, int, float)
 
 
+#: Short strings known to hold nothing to redact (find() is a pure function of the text), shared
+#: by every Redactor of the process; emptied when full.
+_CLEAN: set[str] = set()
+_CLEAN_SIZE = 100_000
+_CLEAN_LENGTH = 200
+
+
 @dataclass
 class Redactor:
     """Scrubs the strings of one record. ``pseudonymise`` turns an account id into its
@@ -340,6 +347,10 @@ class Redactor:
         return len(self._identities)
 
     def text(self, text: str) -> str:
+        # Keys, enum values and short ids repeat across every record, and most are clean: a
+        # string found clean once (no placeholder in it to renumber) is not scanned again.
+        if text in _CLEAN:
+            return text
         # A record repeats its texts (the canonical fields are copies of the original's):
         # scan each distinct string once.
         done = self._done.get(text)
@@ -347,6 +358,10 @@ class Redactor:
             return done
         scrubbed = self._scrub(text)
         self._done[text] = scrubbed
+        if scrubbed is text and len(text) <= _CLEAN_LENGTH and "[REDACTED:" not in text:
+            if len(_CLEAN) >= _CLEAN_SIZE:
+                _CLEAN.clear()
+            _CLEAN.add(text)
         return scrubbed
 
     def _scrub(self, text: str) -> str:
