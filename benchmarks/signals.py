@@ -10,6 +10,11 @@
    praise report scores above a random problem report. This is what the extension is for.
 3. Throughput of ``sentiment()`` and plain VADER over the ground-truth texts, and of
    ``compute()`` over the sample records.
+4. What the signals say about demand, on real bug reports (``../shared/data/bug_duplicates.jsonl``:
+   Hadoop Jira and SeaMonkey Bugzilla, duplicate links as ground truth): the share of reports
+   that someone else filed again (in a duplicate group), by expectation gap and by high
+   severity language. These ratios are the measurement behind the ranking's 1.5 factors
+   (``clusters/_demand.py``).
 
 Run by hand: ``python benchmarks/signals.py``.
 """
@@ -29,10 +34,18 @@ from rich.table import Table
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from feedback_insights.ingest import process, read_items
-from feedback_insights.signals import TONE_FIELDS, compute, sentiment
+from feedback_insights.signals import (
+    TONE_FIELDS,
+    comment_fields,
+    compute,
+    expectation_gap,
+    sentiment,
+    severity_language,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 GROUND_TRUTH = REPO.parent / "shared" / "data" / "sentiment.jsonl"
+BUG_DUPLICATES = REPO.parent / "shared" / "data" / "bug_duplicates.jsonl"
 SAMPLE = REPO / "data" / "sample"
 #: The sample files the file reader takes (session.sqlite is a SQL source, left out).
 SAMPLE_FILES = (
@@ -88,6 +101,30 @@ def sample_records() -> Iterator[tuple[dict[str, Any], str]]:
             yield from zip(records, truth[name, line], strict=True)
 
 
+def tone_text(record: dict[str, Any]) -> str:
+    """The words sentiment reads: the comment's fields in the reporter's own voice."""
+    fields = comment_fields(record)
+    return "\n".join(record[name] for name in TONE_FIELDS if name in fields and record[name])
+
+
+def demand_signals(console: Console) -> None:
+    """Share of bug reports that others filed again, by the two signals the ranking weighs."""
+    groups: dict[tuple[bool, bool], list[bool]] = defaultdict(list)
+    for line in BUG_DUPLICATES.read_text().splitlines():
+        row = json.loads(line)
+        key = (expectation_gap(row["text"]), severity_language(row["text"]) == "high")
+        groups[key].append(row["in_dup_cluster"])
+    base = statistics.mean(groups[False, False])
+    table = Table(title="Bug reports someone else filed again (bug_duplicates), by signal")
+    for column in ("expectation gap", "high severity language", "reports", "in a duplicate group", "vs neither"):
+        table.add_column(column, justify="left" if column.startswith(("expectation", "high")) else "right")
+    for gap, high in ((False, False), (True, False), (False, True), (True, True)):
+        dups = groups[gap, high]
+        share = statistics.mean(dups)
+        table.add_row(str(gap), str(high), f"{len(dups):,}", f"{sum(dups)} ({share:.1%})", f"×{share / base:.2f}")
+    console.print(table)
+
+
 def main() -> None:
     console = Console()
     rows = [json.loads(line) for line in GROUND_TRUTH.read_text().splitlines()]
@@ -117,10 +154,10 @@ def main() -> None:
         )
     console.print(table)
 
-    labelled = list(sample_records())
-    tone_texts = [
-        "\n".join(record[name] for name in TONE_FIELDS if record[name]) for record, _ in labelled
-    ]
+    everything = list(sample_records())
+    # A record with no words of its own (a bare thumbs-down) has no sentiment to rank.
+    labelled = [(record, polarity) for record, polarity in everything if tone_text(record)]
+    tone_texts = [tone_text(record) for record, _ in labelled]
     sample = Table(title="Agent feedback sample (synthetic): praise vs problem")
     for column in ("scorer", "praise", "problems", "AUC"):
         sample.add_column(column, justify="left" if column == "scorer" else "right")
@@ -134,12 +171,13 @@ def main() -> None:
         sample.add_row(scorer, str(len(praise)), str(len(problems)), f"{auc(praise, problems):.3f}")
     console.print(sample)
 
-    records = [record for record, _ in labelled] * 10
+    records = [record for record, _ in everything] * 10
     _, compute_rate = timed(compute, records)
     console.print(
         f"sentiment(): {ours_rate:,.0f} texts/s · plain VADER: {plain_rate:,.0f} texts/s · "
         f"compute(): {compute_rate:,.0f} records/s"
     )
+    demand_signals(console)
 
 
 if __name__ == "__main__":

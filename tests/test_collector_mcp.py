@@ -23,7 +23,7 @@ from mcp import Client, ClientSession, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
 from feedback_insights.core import schemas_dir
-from feedback_insights.core.vocabulary import CATEGORIES, LANES
+from feedback_insights.core.vocabulary import CATEGORIES, LANES, SEVERITIES
 from feedback_insights.ingest import dialects
 from feedback_insights.ingest.dialects import Origin
 
@@ -142,6 +142,7 @@ def test_the_tools_are_listed_with_their_schemas_and_descriptions(server: Runnin
     assert properties["toolName"]["type"] == properties["tool_name"]["type"] == "string"
     assert afs.input_schema["required"] == ["summary"]
     assert properties["category"]["enum"] == list(CATEGORIES) and properties["feedback_type"]["enum"] == list(LANES)
+    assert properties["severity"]["enum"] == [*SEVERITIES, 1, 2, 3, 4, 5]  # names, or the integer scale
     assert afs.description and "positive_feedback" in afs.description and "tool_name" in afs.description
 
     ack = schema_file("afp/ack.schema.json")
@@ -177,7 +178,8 @@ def test_submit_agent_feedback_takes_both_casings_and_near_misses(server: Runnin
     snake = accepted(call(server, "submit_agent_feedback", AFS_SNAKE))
     camel = accepted(call(server, "submit_agent_feedback", {**CAMEL, "summary": "Cursor repeats page 2 (camel)"}))
     near_miss = accepted(call(server, "submit_agent_feedback", {"toolName": "search", "summary": "No date filter",
-                                                                 "feedbackType": "Feature Request", "category": "feature"}))
+                                                                 "feedbackType": "Feature Request", "category": "feature",
+                                                                 "severity": 4}))
     sep = accepted(call(server, "submit_agent_feedback", SEP_PARAMS))  # SEP-2369, as /api/v1/feedback takes it
     stored = {r["id"]: r for r in records(server)}
     assert list(stored) == [snake["id"], camel["id"], near_miss["id"], sep["id"]]
@@ -193,7 +195,7 @@ def test_submit_agent_feedback_takes_both_casings_and_near_misses(server: Runnin
     for field in ("tool", "category", "severity", "outcome", "rating", "suggestion"):
         assert from_snake[field] == from_camel[field], field
     (folded,) = canonical(stored[near_miss["id"]])
-    assert (folded["lane"], folded["category"]) == ("feature_request", "missing_capability")
+    assert (folded["lane"], folded["category"], folded["severity"]) == ("feature_request", "missing_capability", "high")
     assert len(canonical(stored[sep["id"]])) == len(SEP_PARAMS["items"])
     assert stored[sep["id"]]["service"] == "acme-companies-api"  # the agent's own service claim is dropped
 

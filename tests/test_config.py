@@ -32,6 +32,12 @@ def write(tmp_path: Path, text: str) -> Path:
         ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\n[[sources]]\nname = "a"\nkind = "sql"\npath = "y"\n',
          "sources: source names must be unique; repeated: a"),
         ("[warehouse\n", "not valid TOML"),
+        ('[drafts.links]\ntrace_id = "https://c.example/{instance}/trace?id={trace_id}"\n',
+         "drafts.links.trace_id: unknown placeholder {instance} (placeholders: actual, agent_framework,"),
+        ('[drafts.links]\ninstance_id = "https://{instance_id}.console.example/"\n',
+         "drafts.links.instance_id: {instance_id} is in the host: a report would choose where the link goes"),
+        ('[drafts.links]\ntrace_id = "https://c.example/trace?id={trace_id"\n', "drafts.links.trace_id: a { or } opens or closes no placeholder"),
+        ('[drafts.links]\naudio_key = "https://c.example/audio/{instance_id}"\n', "drafts.links.audio_key: must contain the placeholder {audio_key}"),
     ],
 )
 def test_errors_name_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
@@ -68,3 +74,15 @@ def test_the_embedded_default_reads_the_packaged_sample(monkeypatch: pytest.Monk
     files, table = config.sources
     assert isinstance(files, FileDropConfig) and files.path.name == "sample"
     assert isinstance(table, SqlTableConfig) and table.path.name == "session.sqlite"
+
+
+def test_link_templates_may_use_several_placeholders(tmp_path: Path) -> None:
+    path = write(tmp_path, """[drafts.links]
+trace_id = "https://console.example/v1/instances/{instance_id}/trace?trace_id={trace_id}"
+instance_id = "https://console.example/instances/{instance_id}"
+audio_key = "https://console.example/audio/{audio_key}?agent={agent_name}&at={target_at}"
+timeline_seq = "https://console.example/sessions/{session_id}/timeline/{timeline_seq}"
+""")
+    links = load(path).drafts.links
+    assert links.trace_id == "https://console.example/v1/instances/{instance_id}/trace?trace_id={trace_id}"
+    assert links.url("timeline_seq", {"session_id": "cs 1", "timeline_seq": "7"}) == "https://console.example/sessions/cs%201/timeline/7"

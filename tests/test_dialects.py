@@ -111,6 +111,47 @@ def test_afs_lane_is_derived_when_omitted(body: dict[str, Any], lane: str) -> No
     assert normalise({"tool_name": "t", "summary": "s", **body})[0]["lane"] == lane
 
 
+@pytest.mark.parametrize(
+    ("sent", "severity"),
+    [(5, "blocking"), (4, "high"), (3, "medium"), (2, "low"), (1, "low"), ("4", "high"), (" 5 ", "blocking"),
+     (4.0, "high")],
+)
+def test_afs_integer_severity_maps_by_the_sep2369_table(sent: Any, severity: str) -> None:
+    """The spec's one integer scale (5 → blocking, 4 → high, 3 → medium, 1–2 → low), wherever it is sent."""
+    assert normalise({"tool_name": "t", "summary": "s", "severity": sent})[0]["severity"] == severity
+
+
+@pytest.mark.parametrize(("sent", "rating"), [("4", 4), (" 5 ", 5), ("2.0", 2), (3, 3), (1.0, 1)])
+def test_afs_numeric_string_scores_are_read_as_numbers(sent: Any, rating: int) -> None:
+    assert normalise({"toolName": "t", "summary": "s", "satisfactionScore": sent})[0]["rating"] == rating
+
+
+@pytest.mark.parametrize(
+    ("field", "sent"),
+    [("severity", 7), ("severity", 0), ("severity", True), ("severity", "6"), ("satisfaction_score", "9"),
+     ("satisfaction_score", "four"), ("satisfaction_score", "4.5"), ("satisfaction_score", 0)],
+)
+def test_afs_numbers_out_of_the_scale_are_rejected(field: str, sent: Any) -> None:
+    assert {p.path for p in dialects.afs.validate({"tool_name": "t", "summary": "s", field: sent})} == {field}
+
+
+@pytest.mark.parametrize(
+    ("body", "lane"),
+    [
+        # No score: the words decide. A success that the agent describes as a struggle is friction.
+        ({"outcome": "success", "summary": "Export returned 500 twice; had to retry before it worked"}, "friction"),
+        ({"outcome": "success", "summary": "Search is fast and the filters just work"}, "positive_feedback"),
+        ({"outcome": "success", "summary": "Listed 40 projects in one call"}, "positive_feedback"),
+        # A score is the agent's own verdict and wins over the wording; numeric strings count.
+        ({"outcome": "success", "satisfaction_score": "5", "summary": "Field-level conflict message"}, "positive_feedback"),
+        ({"outcome": "success", "satisfaction_score": "2", "summary": "Search is fast"}, "friction"),
+        ({"outcome": "failure", "summary": "Search is fast and reliable"}, "bug_or_failure"),
+    ],
+)
+def test_afs_lane_derivation_reads_the_score_then_the_words(body: dict[str, Any], lane: str) -> None:
+    assert normalise({"tool_name": "t", **body})[0]["lane"] == lane
+
+
 def test_afs_in_the_collector_envelope_takes_identity_from_it() -> None:
     record = normalise({"id": "fb_9", "received_at": "2026-10-01T09:00:00Z", "service": "orbit-mcp",
                         "account": "acct_1", "source": "mcp", "feedback": AFS_SNAKE})[0]
@@ -163,6 +204,24 @@ def test_sep2369_items_map_by_the_spec_table(enveloped: bool) -> None:
     assert all(r["received_at"] == "2026-11-02T10:00:00Z" for r in records)
 
 
+@pytest.mark.parametrize(
+    ("sent", "category"),
+    [("Usability", "confusing_schema"), ("capability-gap", "missing_capability"), ("Capability Gap", "missing_capability"),
+     ("DOCUMENTATION", "docs_mismatch"), ("reliability ", "unhelpful_error"), ("timeout", "rate_limit_or_timeout")],
+)
+def test_sep2369_near_miss_categories_are_normalised_not_rejected(sent: str, category: str) -> None:
+    item = {"category": sent, "toolName": "search_files", "observation": "o"}
+    record = normalise({"items": [item], "service": "orbit-mcp"}, "afs")[0]
+    assert record["category"] == category
+    assert record["metadata"]["sep2369"]["category"] == sent  # kept as sent
+
+
+@pytest.mark.parametrize(("sent", "severity"), [("high", "high"), ("4", "high"), ("CRITICAL", "blocking"), (5, "blocking")])
+def test_sep2369_severity_names_and_numeric_strings_are_normalised(sent: Any, severity: str) -> None:
+    item = {"category": "usability", "severity": sent, "observation": "o"}
+    assert normalise({"items": [item]}, "afs")[0]["severity"] == severity
+
+
 def test_sep2369_errors_name_the_item() -> None:
     bad = {"jsonrpc": "2.0", "id": 1, "method": "feedback/other",
            "params": {"items": [{"category": "usability", "severity": 7}, {"category": "vibes"}]}}
@@ -200,7 +259,7 @@ def test_session_row_keeps_pointers_snapshots_and_voice_context() -> None:
     assert record["evidence"]["prompt_text"].startswith("how many agents")
     assert record["context"]["audioKey"] == "r2://audio/abc.webm"
     assert record["context"]["dictation"] == "how many ages does Kevin total"
-    assert record["context"]["status"] == "open" and record["context"]["surface"] == "chat"
+    assert record["status"] == "open" and record["context"]["surface"] == "chat"
     assert record["agent"] == {"name": "coder-lead", "model": "claude-opus-5", "framework": "loop"}
     assert (record["lane"], record["category"], record["rating"], record["source"]) == (
         "bug_or_failure", "incorrect_response", 1, "human_authored")

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from feedback_insights.config import embedded_default
+from feedback_insights.core.vocabulary import SOURCE_TIERS
 from feedback_insights.digest import SPARK_WEEKS, Week, build, chat_text, render, write
 from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
@@ -36,7 +37,10 @@ def warehouse(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def _week_records(wh: Warehouse, week: Week) -> pl.DataFrame:
-    records = pl.from_arrow(wh.con.sql("SELECT account, service, severity, outcome, received_at FROM records").to_arrow_table())
+    """The week's live reports: a report dismissed in triage is no demand."""
+    records = pl.from_arrow(wh.con.sql(
+        """SELECT account, service, severity, outcome, received_at, source FROM records
+           WHERE status IS DISTINCT FROM 'dismissed'""").to_arrow_table())
     utc = pl.col("received_at").dt.convert_time_zone("UTC")
     return records.filter((utc >= week.start) & (utc < week.end))
 
@@ -60,6 +64,54 @@ def test_headline_numbers_match_the_records(warehouse: Warehouse) -> None:
     assert digest.last_week["reports"] == _week_records(warehouse, Week.parse("2026-W46")).height
     assert sum(s["reports"] for s in digest.services) == week.height
     assert sum(lane["reports"] for lane in digest.lanes) == week.height
+
+
+def test_the_digest_splits_the_week_by_who_reported(warehouse: Warehouse) -> None:
+    digest = build(warehouse, WEEK)
+    week = _week_records(warehouse, WEEK)
+    by_tier = {row["tier"]: row for row in digest.tiers}
+    assert set(by_tier) == {"agent", "runtime", "human"}
+    for tier, sources in SOURCE_TIERS.items():
+        rows = week.filter(pl.col("source").is_in(sources))
+        assert by_tier[tier]["reports"] == rows.height > 0
+        assert by_tier[tier]["accounts"] == rows["account"].drop_nulls().n_unique()
+    assert sum(row["reports"] for row in digest.tiers) == digest.headline["reports"]
+    for p in digest.top_problems:
+        assert p["accounts_agent"] + p["accounts_runtime"] + p["accounts_human"] >= p["accounts"]
+    html, markdown = render(digest, "html"), render(digest, "md")
+    assert "Who reported" in html and "## Who reported" in markdown
+
+
+def test_a_digest_for_one_source_counts_only_its_reports(warehouse: Warehouse) -> None:
+    digest = build(warehouse, WEEK, source="human")
+    week = _week_records(warehouse, WEEK).filter(pl.col("source") == "human_authored")
+    assert digest.source == "human"
+    assert digest.headline["reports"] == week.height > 0
+    assert digest.headline["accounts"] == week["account"].drop_nulls().n_unique()
+    assert [row["tier"] for row in digest.tiers] == ["human"]
+    assert digest.top_problems and all(p["accounts"] == p["accounts_human"] for p in digest.top_problems)
+    assert {p["service"] for p in digest.top_problems} == {"pags-console"}  # people report only there
+    assert "Only reports from people" in render(digest, "html") and "Only reports from people" in render(digest, "md")
+
+
+def test_a_dismissed_report_leaves_the_digest(warehouse: Warehouse) -> None:
+    before = build(warehouse, WEEK)
+    problem = before.top_problems[0]
+    collector, record = warehouse.con.execute(
+        """SELECT m.collector, m.id FROM cluster_members m JOIN records r USING (collector, id)
+           WHERE m.cluster_id = ? AND r.received_at >= ? AND r.received_at < ? ORDER BY r.id LIMIT 1""",
+        [problem["cluster_id"], WEEK.start, WEEK.end],
+    ).fetchall()[0]
+    status = warehouse.con.execute("SELECT status FROM records WHERE collector = ? AND id = ?", [collector, record]).fetchall()[0][0]
+    warehouse.con.execute("UPDATE records SET status = 'dismissed' WHERE collector = ? AND id = ?", [collector, record])
+    try:
+        after = build(warehouse, WEEK)
+        assert after.headline["reports"] == before.headline["reports"] - 1
+        assert sum(s["reports"] for s in after.services) == after.headline["reports"]
+        again = next(p for p in after.top_problems + after.new if p["cluster_id"] == problem["cluster_id"])
+        assert again["reports"] == problem["reports"] - 1 and again["dismissed_reports"] == problem["dismissed_reports"] + 1
+    finally:
+        warehouse.con.execute("UPDATE records SET status = ? WHERE collector = ? AND id = ?", [status, collector, record])
 
 
 def test_top_problems_are_ranked_by_accounts_this_week_with_an_8_week_sparkline(warehouse: Warehouse) -> None:
@@ -128,7 +180,9 @@ def test_the_markdown_quotes_agents_inert(warehouse: Warehouse) -> None:
     digest.praise[0]["quote"] = "Love it! cc @octocat, closes #1, see https://evil.example ![x](https://evil.example/x.png)"
     markdown = render(digest, "md")
     assert "@&#8203;octocat" in markdown
-    assert rendered_actions(markdown, extra_tags={"h1", "ol", "code"}) == []
+    issues = {url for (url,) in warehouse.con.execute("SELECT issue_url FROM drafts WHERE issue_url IS NOT NULL").fetchall()}
+    assert issues  # the sample's issue filed by hand: the one link the digest may hold
+    assert rendered_actions(markdown, extra_tags={"h1", "ol", "code"}, allowed_link=issues.__contains__) == []
     assert f"# What agents told us · {WEEK}" in markdown
 
 
@@ -162,6 +216,19 @@ def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Wareh
     assert received == [{"text": chat_text((tmp_path / "out" / f"digest-{WEEK}.md").read_text())}]
     bad = run_cli("digest", "--week", "2026-48", cwd=tmp_path)
     assert bad.returncode == 2 and "--week: expected an ISO week like 2026-W48" in bad.stderr
+
+
+def test_the_command_writes_a_digest_for_one_source_beside_the_whole_one(warehouse: Warehouse, tmp_path: Path) -> None:
+    warehouse.checkpoint()
+    shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
+    (tmp_path / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n'
+                                                     '[digest]\nfolder = "out"\n')
+    done = run_cli("digest", "--week", str(WEEK), "--format", "md", "--source", "agent", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [f"digest-{WEEK}-agent.md"]
+    assert "Only reports from agents" in (tmp_path / "out" / f"digest-{WEEK}-agent.md").read_text()
+    bad = run_cli("digest", "--week", str(WEEK), "--source", "bots", cwd=tmp_path)
+    assert bad.returncode == 2 and "--source must be one of: agent, runtime, human" in bad.stderr
 
 
 def test_write_names_the_files_by_week(warehouse: Warehouse, tmp_path: Path) -> None:

@@ -43,25 +43,32 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "FEEDBACK_INSIGHTS_USER": "maria", **extra}
 
 
+def _pending(workspace: Path) -> list[str]:
+    """The pending drafts' ids (the sample also holds one following an issue filed by hand)."""
+    with Warehouse(workspace / "feedback.duckdb") as wh:
+        return [str(i) for (i,) in wh.con.execute("SELECT id FROM drafts WHERE status = 'pending' ORDER BY id").fetchall()]
+
+
 def test_review_from_the_command_line(workspace: Path) -> None:
+    one, two = _pending(workspace)[:2]
     listed = run_cli("drafts", "list", cwd=workspace, env=_env())
     assert listed.returncode == 0 and "pending" in listed.stdout and "14 drafts" in listed.stdout
     editor = workspace / "editor.py"
     editor.write_text(EDITOR)
-    edited = run_cli("drafts", "edit", "1", cwd=workspace, env=_env(EDITOR=f"{sys.executable} {editor}"))
+    edited = run_cli("drafts", "edit", one, cwd=workspace, env=_env(EDITOR=f"{sys.executable} {editor}"))
     assert edited.returncode == 0, edited.stderr
     assert "changed labels, workaround" in edited.stdout
-    assert run_cli("drafts", "approve", "1", cwd=workspace, env=_env()).returncode == 0
-    shown = run_cli("drafts", "show", "1", cwd=workspace, env=_env())
+    assert run_cli("drafts", "approve", one, cwd=workspace, env=_env()).returncode == 0
+    shown = run_cli("drafts", "show", one, cwd=workspace, env=_env())
     assert "status approved · labels agent-feedback, pagination" in shown.stdout
     assert "workaround: Retry with page_size=50" in shown.stdout
     assert "<!-- feedback-insights:cluster=" in shown.stdout
     assert "edited by maria" in shown.stdout and "approved by maria" in shown.stdout
-    no_reason = run_cli("drafts", "reject", "2", cwd=workspace, env=_env())
+    no_reason = run_cli("drafts", "reject", two, cwd=workspace, env=_env())
     assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
-    assert run_cli("drafts", "reject", "2", "--reason", "not ours", cwd=workspace, env=_env()).returncode == 0
-    again = run_cli("drafts", "approve", "1", cwd=workspace, env=_env())
-    assert again.returncode == 2 and again.stderr.strip() == "error: draft 1 is approved: only a pending or rejected draft can be approved"
+    assert run_cli("drafts", "reject", two, "--reason", "not ours", cwd=workspace, env=_env()).returncode == 0
+    again = run_cli("drafts", "approve", one, cwd=workspace, env=_env())
+    assert again.returncode == 2 and again.stderr.strip() == f"error: draft {one} is approved: only a pending or rejected draft can be approved"
     assert "approved" in run_cli("drafts", "list", "--status", "approved", cwd=workspace, env=_env()).stdout
 
 

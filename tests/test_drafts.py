@@ -24,6 +24,7 @@ from feedback_insights.drafts import (
     edit_form,
     get_draft,
     history,
+    neutralise,
     reject,
     render_body,
     save_edit,
@@ -50,8 +51,27 @@ def warehouse(clustered_sample: Path, tmp_path: Path):
         yield wh
 
 
+def _who(wh: Warehouse, cluster_id: int) -> str:
+    """Who a cluster's body says reported it ("Agents", "People" …), from its records' sources."""
+    sources = wh.con.execute(
+        "SELECT r.source FROM cluster_members m JOIN records r USING (collector, id) WHERE m.view = 'reports' AND m.cluster_id = ?",
+        [cluster_id],
+    ).fetchall()
+    return neutralise.reporters(source for (source,) in sources)
+
+
 def _drafts(wh: Warehouse) -> list[dict]:
-    return wh.con.sql("SELECT * FROM drafts ORDER BY cluster_id").pl().to_dicts()
+    """Our own drafts, not the one following an issue the sample's owner filed by hand."""
+    return wh.con.sql("SELECT * FROM drafts WHERE drafted_by <> 'hand' ORDER BY cluster_id").pl().to_dicts()
+
+
+def _filed_by_hand(wh: Warehouse) -> dict[int, str]:
+    """Cluster → the issue a report in it says it was filed as, by hand."""
+    rows = wh.con.execute(
+        """SELECT m.cluster_id, min(r.issue_url) FROM cluster_members m JOIN records r USING (collector, id)
+           WHERE m.view = 'reports' AND m.cluster_id IS NOT NULL AND r.status = 'filed' GROUP BY ALL"""
+    ).fetchall()
+    return dict(rows)
 
 
 def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse) -> None:
@@ -62,10 +82,16 @@ def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse)
         if row["polarity"] == "problem" and row["status"] == "open" and crosses_threshold(row, config.drafts)
     }
     assert len(expected) >= 10  # the sample's planted problems
+    by_hand = _filed_by_hand(warehouse)
+    assert by_hand and set(by_hand) <= expected
     run = draft_clusters(config, warehouse)
     drafts = _drafts(warehouse)
-    assert {d["cluster_id"] for d in drafts} == expected
+    assert {d["cluster_id"] for d in drafts} == expected - set(by_hand)
     assert len(run.drafted) == len(drafts) and run.refreshed == []
+    # A cluster its owner already filed by hand follows that issue instead of getting a draft.
+    attached = warehouse.con.sql("SELECT * FROM drafts WHERE drafted_by = 'hand'").pl().to_dicts()
+    assert {d["cluster_id"]: d["issue_url"] for d in attached} == by_hand and len(run.attached) == len(by_hand)
+    assert all(d["status"] == "filed" and cluster_of(d["body"]) == d["cluster_id"] for d in attached)
     assert all(d["status"] == "pending" and d["drafted_by"] == "template" for d in drafts)
     # Praise and goal themes never become issues; a blocking cluster needs only 2 accounts.
     kinds = warehouse.con.execute(
@@ -73,7 +99,7 @@ def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse)
     ).fetchall()
     assert kinds == [("reports", "problem")]
     again = draft_clusters(config, warehouse)
-    assert again.drafted == again.refreshed == [] and _drafts(warehouse) == drafts
+    assert again.drafted == again.refreshed == again.attached == [] and _drafts(warehouse) == drafts
 
 
 def test_the_threshold_is_configurable(warehouse: Warehouse) -> None:
@@ -89,7 +115,8 @@ def test_a_body_carries_demand_attribution_quotes_and_evidence_links(warehouse: 
     for draft in _drafts(warehouse):
         body, row = draft["body"], figures[draft["cluster_id"]]
         assert cluster_of(body) == draft["cluster_id"]
-        assert f"Agents from **{row['accounts']} accounts** reported" in body
+        inputs = draft_input(warehouse, row)
+        assert f"{_who(warehouse, draft['cluster_id'])} from **{row['accounts']} accounts** reported" in body
         html = MarkdownIt("gfm-like").render(body)
         demand_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", html, re.DOTALL).group(1)
         cells = re.findall(r"<td[^>]*>(.*?)</td>", demand_row)
@@ -98,7 +125,10 @@ def test_a_body_carries_demand_attribution_quotes_and_evidence_links(warehouse: 
             """SELECT count(*) FROM cluster_members m JOIN records r ON r.collector = m.collector AND r.id = m.id
                WHERE m.view = 'reports' AND m.cluster_id = ? AND r.duplicate_of IS NULL""", [draft["cluster_id"]]
         ).fetchall()[0]
-        assert body.count("\nAn agent reported (") == min(distinct, config.drafts.quoted_reports)
+        quoted = inputs.reports[: config.drafts.quoted_reports]
+        assert len(quoted) == min(distinct, config.drafts.quoted_reports)
+        for report in quoted:  # each attributed by its source
+            assert f"\n{neutralise.attribution(report)} ({neutralise.inline(report['id'])}, " in body
         # Every link in the body is one of ours, built from the URL templates.
         assert active_elements(body, allowed_link=lambda href: href.startswith("https://console.example/"), **TEMPLATE) == []
 
@@ -153,9 +183,25 @@ def test_a_cluster_that_grows_materially_gets_its_pending_draft_refreshed(wareho
     assert run.refreshed == [second["id"]] and run.drafted == []
     refreshed = get_draft(warehouse, second["id"])
     assert refreshed["accounts"] == second["accounts"] * 2
-    assert f"Agents from **{second['accounts'] * 2} accounts**" in refreshed["body"]
+    assert f"{_who(warehouse, second['cluster_id'])} from **{second['accounts'] * 2} accounts**" in refreshed["body"]
     assert warehouse.con.execute("SELECT count(*) FROM drafts WHERE cluster_id = ?", [second["cluster_id"]]).fetchall() == [(1,)]
     assert [a["action"] for a in history(warehouse, second["id"])] == ["drafted", "refreshed"]
+
+
+def test_a_report_dismissed_in_triage_leaves_a_pending_draft(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    draft_clusters(config, warehouse)
+    pending, edited = _drafts(warehouse)[:2]
+    save_edit(warehouse, edited["id"], "maria", edit_form(edited).replace(edited["title"], "Kept as written", 1))
+    for draft in (pending, edited):  # the first report each quotes (what a template draft cites)
+        collector, record_id = draft["cited"][0].split(":", 1)
+        warehouse.con.execute("UPDATE records SET status = 'dismissed' WHERE collector = ? AND id = ?", [collector, record_id])
+    run = draft_clusters(config, warehouse)
+    after = {d["id"]: d for d in _drafts(warehouse)}
+    assert run.refreshed == [pending["id"]]  # an edited draft keeps its maintainer's text
+    assert pending["cited"][0] not in after[pending["id"]]["cited"] and after[pending["id"]]["cited"]
+    assert after[edited["id"]]["title"] == "Kept as written"
+    assert draft_clusters(config, warehouse).refreshed == []  # once redrafted, it stays
 
 
 def test_an_edited_or_approved_draft_keeps_its_text_when_the_cluster_grows(warehouse: Warehouse) -> None:

@@ -57,9 +57,10 @@ def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatc
         assert "new 439" in flows["ingest"](config=str(path))["line"]
         insights = flows["insights"](config=str(path))
         assert insights["signals"] == 439 and "28 new clusters" in insights["reports"]
-        assert insights["drafts"].startswith("14 new drafts")
+        assert insights["drafts"].startswith("13 new drafts, 0 refreshed, 1 attached to issues filed by hand")
         with Warehouse(config.warehouse.path) as wh:
-            approve(wh, 1, "maria")
+            [(first,)] = wh.con.execute("SELECT min(id) FROM drafts WHERE status = 'pending'").fetchall()
+            approve(wh, first, "maria")
         assert flows["publish"](config=str(path)).startswith("1 filed")
         assert len(github.issues("acme/feedback")) == 1
         digests = flows["weekly-digest"](config=str(path), week="2026-W47")

@@ -141,8 +141,8 @@ def test_a_refusal_is_one_line_saying_what_to_fix_and_is_never_retried(
         assert get_draft(wh, draft_id)["status"] == "approved"
     error = _one_line(run, draft_id, repo)
     assert fix in error, error
-    refused = _sent(github, method, path)[0]
-    assert github.requests[refused + 1] != github.requests[refused] and clock.waits == []
+    assert _sent(github, method, path) and clock.waits == []
+    # The fault is one-shot: a retry would have got through and filed the draft after all.
     assert len(_all_issues(github)) == 2
     again = _publish(config, drafted)  # fixed: the next run files the one that was refused
     assert again.errors == [] and len(again.filed) == 1
@@ -157,7 +157,7 @@ def test_a_transferred_issue_is_followed_and_its_new_home_remembered(github: Git
     github.add_repo("acme/elsewhere")
     with Warehouse(drafted) as wh:
         publish(config, wh, _tracker(config), {})
-        draft = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' ORDER BY id LIMIT 1").pl().to_dicts()[0]
+        draft = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' AND drafted_by <> 'hand' ORDER BY id LIMIT 1").pl().to_dicts()[0]
         number = github.transfer_issue(draft["repo"], draft["issue_number"], "acme/elsewhere")
         github.close_issue("acme/elsewhere", number, "completed")
         _grow(wh, draft["cluster_id"], draft["accounts"])

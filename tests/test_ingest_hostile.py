@@ -287,3 +287,21 @@ def test_a_killed_ingest_leaves_no_process_behind_and_the_next_run_marks_it_abor
     assert "earlier run 1 never finished: marked aborted" in after.line()
     assert "aborted" not in again.line()  # said once
     assert stored == (60_000,)  # resumed from the batches the killed run had stored
+
+
+def test_ids_that_carry_personal_data_are_kept_under_a_keyed_hash_and_the_summary_says_so(tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    ids = ["jane.doe@example.org", "1234567890123456789", "4111111111111111"]  # an email, a snowflake, a "card"
+    write_jsonl(drop / "a.jsonl", [{**record(i), "id": record_id} for i, record_id in enumerate(ids)])
+    config = files_config(tmp_path, drop)
+    with Warehouse(config.warehouse.path) as wh:
+        first = ingest(config, wh)
+        (drop / "b.jsonl").write_bytes((drop / "a.jsonl").read_bytes() + b"\n")  # the same reports again
+        second = ingest(config, wh)
+        stored = sorted(r[0] for r in wh.con.execute("SELECT id FROM records").fetchall())
+    assert first.counts.new == 3 and second.counts.already == 3  # nothing merged, nothing lost
+    assert "1 ids held personal data or a secret (stored as keyed hashes)" in first.line()
+    assert "ids held" not in second.line()
+    assert "1234567890123456789" in stored and "4111111111111111" in stored
+    assert [i for i in stored if i.startswith("idh_")] and "jane.doe@example.org" not in stored

@@ -86,3 +86,32 @@ def test_markdown_punctuation_soup_stays_text(text: str) -> None:
     assert active_elements(neutralise.quote(text)) == []
     cell = f"| x |\n|---|\n| {neutralise.inline(text)} |\n"
     assert active_elements(cell, tables=1) == []
+
+
+@pytest.mark.parametrize(
+    ("report", "phrase"),
+    [
+        ({"source": "agent_authored", "dialect": "afp"}, "An agent reported"),
+        ({"source": "agent_solicited", "dialect": "afs", "rating": 2}, "An agent reported"),
+        ({"source": "agent_authored", "dialect": "session"}, "An agent reported"),
+        ({"source": "human_authored", "dialect": "session"}, "The owner reported"),
+        ({"source": "human_authored", "dialect": "session", "rating": 1}, "The owner rated it 👎 and wrote"),
+        ({"source": "human_authored", "dialect": "session", "rating": 5}, "The owner rated it 👍 and wrote"),
+        ({"source": "human_authored", "dialect": "rfc026", "rating": 1}, "A user rated it 👎 and wrote"),
+        ({"source": "human_authored", "dialect": "afs", "rating": 2}, "A user rated it 2 of 5 and wrote"),
+        ({"source": "human_authored", "dialect": "afs"}, "A user reported"),
+        ({"source": "runtime_observed", "dialect": "sep2369"}, "The runtime observed"),
+        ({"source": "server_observed", "dialect": "afs"}, "The server observed"),
+        ({}, "A report said"),
+    ],
+)
+def test_attribution_follows_the_source(report: dict, phrase: str) -> None:
+    assert neutralise.attribution(report) == phrase
+
+
+def test_attribution_without_words_and_for_many_reports() -> None:
+    assert neutralise.attribution({"source": "human_authored", "dialect": "rfc026", "rating": 1}, wrote=False) == "A user rated it 👎"
+    assert neutralise.reporter({"source": "human_authored", "dialect": "session"}) == "The owner"
+    assert neutralise.reporters(["agent_authored", "runtime_observed"]) == "Agents"  # observations of agents' calls
+    assert neutralise.reporters(["human_authored"]) == "People"
+    assert neutralise.reporters(["human_authored", "agent_solicited", None]) == "Agents and people"

@@ -68,7 +68,7 @@ def drafted(clustered_sample: Path, tmp_path: Path) -> Path:
     path = sample_copy(clustered_sample, tmp_path)
     with Warehouse(path) as wh:
         draft_clusters(embedded_default(path), wh)
-        for (draft_id,) in wh.con.execute("SELECT id FROM drafts ORDER BY id LIMIT 3").fetchall():
+        for (draft_id,) in wh.con.execute("SELECT id FROM drafts WHERE status = 'pending' ORDER BY id LIMIT 3").fetchall():
             approve(wh, draft_id, "maria")
     return path
 
@@ -157,7 +157,7 @@ def test_issue_state_flows_back_to_the_draft_and_the_cluster(github: GitHubFake,
     config = _config(drafted, github)
     with Warehouse(drafted) as wh:
         publish(config, wh, _tracker(config), {})
-        one, two, three = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' ORDER BY id").pl().to_dicts()
+        one, two, three = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' AND drafted_by <> 'hand' ORDER BY id").pl().to_dicts()
         github.close_issue(one["repo"], one["issue_number"], "completed")
         github.close_issue(two["repo"], two["issue_number"], "not_planned")
         github.add_label(three["repo"], three["issue_number"], "planned")
@@ -203,8 +203,10 @@ def test_known_issues_reach_the_collectors_and_follow_status_changes(
         save_edit(wh, first["id"], "maria", edit_form(first).replace("workaround: \n", "workaround: Page with ?cursor= instead\n"))
         clients = {"sample": CollectorClient(collector.url, PIPELINE_KEY, retries=0)}
         run = publish(config, wh, _tracker(config), clients)
-        assert run.errors == [] and run.deliveries.sent == 3
+        assert run.errors == [] and run.deliveries.sent == 4  # the three filed and the one filed by hand
         known = _known(collector)
+        [(hand_cluster, hand_url)] = wh.con.execute("SELECT cluster_id, issue_url FROM drafts WHERE drafted_by = 'hand'").fetchall()
+        assert known[f"fi-cluster-{hand_cluster}"]["url"] == hand_url
         filed = get_draft(wh, first["id"])
         entry = known[f"fi-cluster-{first['cluster_id']}"]
         members = [r for (r,) in wh.con.execute(
@@ -235,13 +237,13 @@ def test_an_unreachable_collector_is_retried_on_the_next_run(
     dead = {"sample": CollectorClient(url, PIPELINE_KEY, retries=0, timeout=1)}
     with Warehouse(drafted) as wh:
         run = publish(config, wh, _tracker(config), dead)
-        assert run.deliveries.sent == 0 and len(run.errors) == 3 and "unreachable" in run.errors[0]
+        assert run.deliveries.sent == 0 and len(run.errors) == 4 and "unreachable" in run.errors[0]
         errors = wh.con.execute("SELECT count(*) FROM known_issue_deliveries WHERE error IS NOT NULL").fetchall()
-        assert errors == [(3,)]
+        assert errors == [(4,)]  # the three filed and the one filed by hand
     with running_collector(tmp_path / "again") as collector, Warehouse(drafted) as wh:
         config = _with_collector(drafted, github, collector, session_db, monkeypatch)
         run = publish(config, wh, _tracker(config), {"sample": CollectorClient(collector.url, PIPELINE_KEY)})
-        assert run.deliveries.sent == 3 and run.errors == [] and len(_known(collector)) == 3
+        assert run.deliveries.sent == 4 and run.errors == [] and len(_known(collector)) == 4
 
 
 def test_filed_in_session_rows_are_written_back_once(
@@ -255,7 +257,7 @@ def test_filed_in_session_rows_are_written_back_once(
         draft_clusters(config, wh)
         rows = wh.con.execute(
             """SELECT d.id FROM drafts d JOIN cluster_members m ON m.cluster_id = d.cluster_id
-               WHERE m.collector = 'sample-session' GROUP BY d.id"""
+               WHERE m.collector = 'sample-session' AND d.status = 'pending' GROUP BY d.id"""
         ).fetchall()
         for (draft_id,) in rows:
             approve(wh, draft_id, "maria")
@@ -280,7 +282,7 @@ def test_filed_in_session_rows_are_written_back_once(
 def test_published_bodies_have_nothing_active(github: GitHubFake, drafted: Path) -> None:
     config = _config(drafted, github)
     with Warehouse(drafted) as wh:
-        wh.con.execute("UPDATE drafts SET status = 'approved'")
+        wh.con.execute("UPDATE drafts SET status = 'approved' WHERE status = 'pending'")
         publish(config, wh, _tracker(config), {})
     issues = _all_issues(github)
     assert len(issues) >= 10
@@ -344,7 +346,7 @@ def test_a_filed_cluster_that_grows_gets_one_demand_update_comment(github: GitHu
     config = _config(drafted, github)
     with Warehouse(drafted) as wh:
         publish(config, wh, _tracker(config), {})
-        draft = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' ORDER BY id LIMIT 1").pl().to_dicts()[0]
+        draft = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' AND drafted_by <> 'hand' ORDER BY id LIMIT 1").pl().to_dicts()[0]
         _grow(wh, draft["cluster_id"], draft["accounts"])  # twice the accounts
         github.fail("POST", r"/repos/[^/]+/[^/]+/issues/\d+/comments", "timeout_after_effect", delay=1.5)
         lost = publish(config, wh, _tracker(config), {})

@@ -15,6 +15,7 @@ from feedback_insights.core import FIELDS, TEXT_FIELDS
 from feedback_insights.signals import (
     DOMAIN_LEXICON,
     SOURCE,
+    TONE_FIELDS,
     Signals,
     compute,
     expectation_gap,
@@ -405,10 +406,15 @@ def test_rating_and_lane_do_not_move_the_signals() -> None:
 
 
 def test_compute_an_empty_record() -> None:
-    assert compute(record()) == Signals(0.0, 0.0, (), False, "medium")
-    assert compute(record(summary="   ", detail="", goal=None)) == Signals(
-        0.0, 0.0, (), False, "medium"
-    )
+    """No comment, no signals: None, not a neutral 0.0 / "medium" that reads as a measurement."""
+    assert compute(record()) == Signals(None, None, None, None, None)
+    assert compute(record(summary="   ", detail="", goal=None)) == Signals(None, None, None, None, None)
+
+
+def test_a_comment_with_no_words_in_the_reporters_voice_has_no_tone() -> None:
+    signals = compute(record(goal="Export contacts", expected="All 1,200 rows"))
+    assert (signals.sentiment, signals.severity_language) == (None, None)
+    assert signals.expectation_gap is True and signals.topics
 
 
 def test_as_dict_names_its_source_and_is_json() -> None:
@@ -476,12 +482,14 @@ def test_any_text_keeps_every_signal_in_range(text: str, limit: int) -> None:
 @given(st.fixed_dictionaries({name: st.none() | st.text(max_size=300) for name in TEXT_FIELDS}))
 def test_any_record_computes(fields: dict[str, str | None]) -> None:
     signals = compute(record(**fields))
-    assert -1.0 <= signals.sentiment <= 1.0
-    assert 0.0 <= signals.specificity <= 1.0
-    assert len(signals.topics) <= 6
-    assert signals.severity_language in {"low", "medium", "high"}
-    assert signals.expectation_gap == expectation_gap(
-        "\n".join(value for value in fields.values() if value and value.strip()),
-        fields["expected"],
-        fields["actual"],
-    )
+    text = "\n".join(value for value in fields.values() if value and value.strip())
+    if not text:
+        assert signals == Signals(None, None, None, None, None)
+        return
+    tone = [fields[name] for name in TONE_FIELDS if (fields[name] or "").strip()]
+    assert (signals.sentiment is None) == (signals.severity_language is None) == (not tone)
+    assert signals.sentiment is None or -1.0 <= signals.sentiment <= 1.0
+    assert signals.specificity is not None and 0.0 <= signals.specificity <= 1.0
+    assert signals.topics is not None and len(signals.topics) <= 6
+    assert signals.severity_language in {None, "low", "medium", "high"}
+    assert signals.expectation_gap == expectation_gap(text, fields["expected"], fields["actual"])

@@ -20,7 +20,29 @@ clusters_app = typer.Typer(help="Clusters of duplicate reports: demand, and main
 app.add_typer(clusters_app, name="clusters")
 
 ViewOption = Annotated[str, typer.Option("--view", help="reports | goals")]
+SourceOption = Annotated[str | None, typer.Option(
+    "--source", help="Only reports from agent | runtime | human (or one source value, e.g. server_observed).")]
 T = TypeVar("T")
+
+#: The figures ``clusters show`` prints, in order; counts are 0 for a cluster with no live report.
+SHOWN = ("service", "accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime",
+         "accounts_human", "reports", "anonymous_reports", "dismissed_reports", "sessions", "tools", "first_seen",
+         "last_seen", "trend", "regression", "score", "severities", "outcomes", "expectation_gaps",
+         "high_severity_language", "mean_sentiment", "mean_specificity")
+_COUNTS = {"accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime",
+           "accounts_human", "reports", "anonymous_reports", "sessions", "expectation_gaps", "high_severity_language"}
+
+
+def source_filter(source: str | None) -> tuple[str, ...] | None:
+    """The ``source`` values ``--source`` stands for (None: every report)."""
+    from ..core.vocabulary import sources_of
+
+    if source is None:
+        return None
+    try:
+        return sources_of(source)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def cluster_with_progress(cfg: Config) -> None:
@@ -86,8 +108,10 @@ def clusters_list(
     as_of: Annotated[datetime | None, typer.Option("--as-of", help="Figures as of this instant (default: newest report).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON line per cluster with every figure.")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Include ignored clusters.")] = False,
+    source: SourceOption = None,
 ) -> None:
-    """Clusters by ranking score, with distinct accounts, trend and the rest of the demand."""
+    """Clusters by ranking score, with distinct accounts (and who reported), trend and the rest
+    of the demand; ``--source`` counts only one tier's reports."""
     import orjson
     from rich.table import Table
 
@@ -96,9 +120,10 @@ def clusters_list(
 
     if view not in VIEWS:
         raise UserError(f"--view must be one of: {', '.join(VIEWS)} (got {view!r})")
+    sources = source_filter(source)
     cfg = load_config(config)
     with Warehouse(cfg.warehouse.path) as warehouse:
-        frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days)
+        frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days, sources=sources)
     if not all_:
         frame = frame.filter(frame["status"] != "ignored")
     if limit:
@@ -107,14 +132,16 @@ def clusters_list(
         for row in frame.iter_rows(named=True):
             out.file.write(orjson.dumps(row, default=str).decode() + "\n")
         return
-    table = Table("id", "service", "kind", "label", "accounts", "this wk", "last wk", "reports", "trend", "score")
+    table = Table("id", "service", "kind", "label", "accounts", "a/r/h", "this wk", "last wk", "reports", "trend",
+                  "score", caption="a/r/h: the accounts that reported as agents / runtimes / humans")
     for row in frame.iter_rows(named=True):
         trend = "[red]regression[/]" if row["regression"] else row["trend"]
         if row["status"] != "open":
             trend += f" ({row['status']})"
         table.add_row(
             str(row["cluster_id"]), row["service"] or "—", row["polarity"], escape(row["label"] or ""),
-            str(row["accounts"]), str(row["accounts_this_week"]), str(row["accounts_last_week"]),
+            str(row["accounts"]), f"{row['accounts_agent']}/{row['accounts_runtime']}/{row['accounts_human']}",
+            str(row["accounts_this_week"]), str(row["accounts_last_week"]),
             str(row["reports"]), trend, f"{row['score']:.2f}",
         )
     out.print(table)
@@ -125,37 +152,44 @@ def clusters_show(
     cluster_id: Annotated[int, typer.Argument(help="Cluster id.")],
     config: ConfigOption = None,
 ) -> None:
-    """One cluster: its demand figures and its reports (scrubbed text)."""
+    """One cluster: its demand figures and its reports (scrubbed text; dismissed ones marked,
+    and left out of every figure)."""
     from ..clusters import demand
     from ..warehouse import Warehouse
 
     cfg = load_config(config)
     with Warehouse(cfg.warehouse.path) as warehouse:
         found = warehouse.con.execute(
-            "SELECT view, status, merged_into, label, medoid_id FROM clusters WHERE id = ?", [cluster_id]
+            "SELECT view, status, merged_into, label, medoid_id, service FROM clusters WHERE id = ?", [cluster_id]
         ).fetchall()
         if not found:
             raise UserError(f"no cluster {cluster_id}")
-        view, status, merged_into, label, medoid_id = found[0]
+        view, status, merged_into, label, medoid_id, service = found[0]
         if status == "merged":
             raise UserError(f"cluster {cluster_id} was merged into {merged_into}: clusters show {merged_into}")
-        figures = demand(warehouse, view=view, half_life_days=cfg.demand.half_life_days).filter(
-            cluster_id=cluster_id
-        ).row(0, named=True)
+        rows = demand(warehouse, view=view, half_life_days=cfg.demand.half_life_days).filter(cluster_id=cluster_id)
         reports = warehouse.con.execute(
-            """SELECT r.id, r.received_at, r.account, coalesce(r.summary, r.goal, r.detail, '') FROM cluster_members m
+            """SELECT r.id, r.received_at, r.account, coalesce(r.summary, r.goal, r.detail, ''),
+                      r.status IS NOT DISTINCT FROM 'dismissed' FROM cluster_members m
                JOIN records r USING (collector, id) WHERE m.cluster_id = ? ORDER BY r.received_at""",
             [cluster_id],
         ).fetchall()
+    dismissed = sum(1 for *_, is_dismissed in reports if is_dismissed)
+    figures = rows.row(0, named=True) if rows.height else _no_live_reports(service, dismissed)
     out.print(f"[bold]cluster {cluster_id}[/]: {escape(label or '')}  ({status})", highlight=False)
-    for key in ("service", "accounts", "accounts_this_week", "accounts_last_week", "reports", "anonymous_reports",
-                "sessions", "tools", "first_seen", "last_seen", "trend", "regression", "score", "severities",
-                "outcomes", "mean_sentiment", "mean_specificity"):
+    for key in SHOWN:
         out.print(f"  {key}: {escape(str(figures[key]))}", highlight=False)
-    for record_id, received_at, account, text in reports:
+    for record_id, received_at, account, text, is_dismissed in reports:
         marker = "★" if record_id == medoid_id else " "
-        out.print(f" {marker} {received_at:%Y-%m-%d} {account or 'anonymous'} {record_id}: {escape(text[:160])}",
+        note = " (dismissed)" if is_dismissed else ""
+        out.print(f" {marker} {received_at:%Y-%m-%d} {account or 'anonymous'} {record_id}{note}: {escape(text[:160])}",
                   highlight=False)
+
+
+def _no_live_reports(service: str | None, dismissed: int) -> dict[str, object]:
+    """The figures of a cluster whose every report was dismissed: no demand at all."""
+    figures: dict[str, object] = dict.fromkeys(SHOWN) | dict.fromkeys(_COUNTS, 0)
+    return figures | {"service": service, "dismissed_reports": dismissed, "score": 0.0, "tools": []}
 
 
 def _correct(action: Callable[[Warehouse], T], cfg: Config) -> T:

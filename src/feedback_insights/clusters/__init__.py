@@ -24,7 +24,8 @@ from ._embedding import (
 )
 from ._file_mode import InputError, cluster_inputs, read_inputs, write_outputs
 from ._labels import key_terms, medoid
-from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, text_sql
+from ._lookup import find_records
+from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_stale, text_sql
 
 __all__ = [
     "TEXT_COMPOSITION",
@@ -44,7 +45,9 @@ __all__ = [
     "default_actor",
     "demand",
     "describe",
+    "describe_stale",
     "embed_with_cache",
+    "find_records",
     "in_process",
     "key_terms",
     "latest_report",

@@ -120,7 +120,19 @@ def cluster_new_records(
     summary = ClusterRun()
     for view in VIEWS:
         _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, map_shards, shard_size)
+    describe_stale(warehouse, embedder.model_id)
     return summary
+
+
+def describe_stale(warehouse: Warehouse, model: str) -> list[int]:
+    """Describe again the clusters an erasure took members from (``stale``): their label, key
+    terms, medoid and tools must keep nothing of the erased reports. Returns their ids."""
+    stale = warehouse.con.execute("SELECT view, list(id ORDER BY id) FROM clusters WHERE stale GROUP BY view").fetchall()
+    with transaction(warehouse.con):
+        for view, ids in stale:
+            describe(warehouse, model, view, set(ids))
+        warehouse.con.execute("UPDATE clusters SET stale = false WHERE stale")
+    return sorted(i for _, ids in stale for i in ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,11 @@ from typing import Any
 from fastapi import Request, Response
 
 from ..config import CollectorConfig
+from ..core import CanonicalRecord
 from ..ingest import content_hash, dialects
 from ..ingest.dialects import Origin
 from ..privacy import Pseudonymiser, Redactor
-from ._http import error
+from ._http import error, now_iso
 from ._matching import KnownIssues
 from ._rate_limit import RateLimiter
 from ._store import Store
@@ -25,6 +26,22 @@ def client_ip(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
+def _origin(stored: dict[str, Any]) -> Origin:
+    return Origin("collector", stored["received_at"], service=stored.get("service"))
+
+
+def retry_key(module: str, stored: dict[str, Any], canonical: list[CanonicalRecord]) -> str | None:
+    """What makes a report a retry of an earlier one, exactly as the warehouse decides it when
+    it pulls them (``ingest/_store.py``): the same canonical service and session_id, and the
+    same content hash of what the collector keeps (scrubbed, so two reports that differ only
+    in a pasted secret are one). The account is not part of it: AFP §4.1's duplicate is "same
+    session_id and content". None when the report names no session."""
+    session_id = canonical[0].get("session_id") if canonical else None
+    if session_id is None:
+        return None
+    return content_hash([canonical[0].get("service"), session_id, content_hash(dialects.payload(module, stored))])
+
+
 class Collector:
     """The configuration, the store, the known issues, the limiters."""
 
@@ -35,6 +52,7 @@ class Collector:
         self.known = KnownIssues(store.known_issues())
         self.per_account = RateLimiter(config.rate_limit_per_account)
         self.per_ip = RateLimiter(config.rate_limit_per_ip)
+        store.rekey(self._stored_retry_key)  # once, for a file from before retries were rows
 
     def reload_known_issues(self) -> None:
         self.known = KnownIssues(self.store.known_issues())
@@ -58,17 +76,28 @@ class Collector:
 
     def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None]:
         """Scrub, store and match one report in the collector envelope: its id (the first
-        report's, for a retry), whether it was new, and the known issue it belongs to."""
-        body = dialects.payload(module, envelope)
-        session_id = body.get("session_id") or body.get("sessionId") if isinstance(body, dict) else None
-        dedupe = None
-        if session_id:
-            dedupe = content_hash([envelope.get("service"), envelope.get("account"), session_id, body])
+        report's, for a retry, which is stored as a row of its own), whether it is a new report,
+        and the known issue it belongs to."""
         scrubbed = Redactor(self.pseudonymise).value(envelope)
-        origin = Origin("collector", scrubbed["received_at"], service=scrubbed.get("service"))
         normalise = dialects.dialect(module).normalise
-        canonical = normalise(scrubbed, origin)  # before storing: nothing is kept that cannot be read
-        record_id, created = self.store.add(scrubbed, dedupe)
+        canonical = normalise(scrubbed, _origin(scrubbed))  # before storing: nothing is kept that cannot be read
+        record_id, created = self.store.add(scrubbed, retry_key(module, scrubbed, canonical))
         if record_id != scrubbed["id"]:  # a retry: it is the first report that known issues list
-            canonical = normalise({**scrubbed, "id": record_id}, origin)
+            canonical = normalise({**scrubbed, "id": record_id}, _origin(scrubbed))
         return record_id, created, self.known.match(canonical)
+
+    def delete(self, record_id: str) -> bool:
+        """Delete a record and its retries (tombstones in the pull feed); False: no such record."""
+        if not self.store.delete(record_id, now_iso()):
+            return False
+        self.reload_known_issues()  # they no longer list the deleted ids
+        return True
+
+    def _stored_retry_key(self, stored: dict[str, Any]) -> str | None:
+        """:func:`retry_key` of a record as stored; None for one no dialect reads (a store of
+        someone else's may hold anything: it is then no retry, and has none)."""
+        module = dialects.detect(stored) or "afp"
+        try:
+            return retry_key(module, stored, dialects.dialect(module).normalise(stored, _origin(stored)))
+        except (KeyError, TypeError, ValueError, RecursionError):
+            return None

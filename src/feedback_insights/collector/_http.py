@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from fastapi import Request, Response
+from fastapi import Path, Request, Response
 from starlette.requests import ClientDisconnect
 
 from ..core import Problem, depth_problem
@@ -17,6 +17,12 @@ from ..core import Problem, depth_problem
 #: a substring match: ``text/plain; charset=json`` is what a web page may POST cross-site
 #: without a preflight.
 _JSON_MEDIA_TYPE = re.compile(r"application/(?:[a-z0-9!#$&^_.+-]+\+)?json", re.IGNORECASE)
+
+#: An id in a path (a known issue's, a record's): URL-safe characters only, so it reaches the
+#: route as it was written (the pipeline's are ``fi-cluster-<n>``, ours ``fb_<ulid>``), and no
+#: longer than a known issue's 200.
+PATH_ID_PATTERN = r"^[A-Za-z0-9._:~-]{1,200}$"
+PathId = Annotated[str, Path(pattern=PATH_ID_PATTERN, description="1 to 200 of A-Z a-z 0-9 . _ : ~ -")]
 
 
 class Refused(Exception):

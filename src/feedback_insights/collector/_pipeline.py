@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from ..core import Problem
 from . import _openapi as openapi
 from ._auth import requires_key
 from ._collector import Collector
+from ._http import PathId as IssueId
 from ._http import error, invalid, json_response, now_iso, read_json, too_deep
 from ._services import SCHEMAS
 
 MAX_KNOWN_ISSUE_BYTES = 10 * 1024 * 1024
-#: A known issue's id in a path: URL-safe characters only, so it reaches the route as it was
-#: written (the pipeline's are ``fi-cluster-<n>``), and no longer than the schema's 200.
-ISSUE_ID_PATTERN = r"^[A-Za-z0-9._:~-]{1,200}$"
-IssueId = Annotated[str, Path(pattern=ISSUE_ID_PATTERN, description="1 to 200 of A-Z a-z 0-9 . _ : ~ -")]
 
 
 def _cursor(seq: int) -> str:
@@ -39,11 +36,13 @@ def router(collector: Collector) -> APIRouter:
     @routes.get("/v1/records", responses=openapi.answers({200: ("A page", page)}, (400, 401, 429)))
     async def pull(
         after: Annotated[str | None, Query(pattern=r"^c[0-9]{1,18}$", description="next_cursor of the last page")] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+        limit: Annotated[int, Query(ge=1, le=1000, description="records and tombstones at most")] = 500,
     ) -> Response:
-        """Records in commit order after a cursor (see schemas/collector/records_page.schema.json)."""
-        records, last = store.page(_seq(after), limit)
-        return json_response({"records": records, "next_cursor": _cursor(last), "has_more": store.has_more(last)})
+        """Records and tombstones in commit order after a cursor (see
+        schemas/collector/records_page.schema.json)."""
+        found = store.page(_seq(after), limit)
+        return json_response({"records": found.records, "deleted": found.deleted,
+                              "next_cursor": _cursor(found.last), "has_more": found.has_more})
 
     known_issue = openapi.schema("collector/known_issue.schema.json")
 

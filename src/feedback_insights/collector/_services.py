@@ -1,4 +1,5 @@
-"""The services' side: AFP §5.1 record forwarding with an ingest key."""
+"""The services' side, with an ingest key: AFP §5.1 record forwarding, and deleting a record
+(its retries with it) when the service deletes it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..ingest import dialects
 from . import _openapi as openapi
 from ._auth import requires_key
 from ._collector import Collector
-from ._http import invalid, json_response, read_json, too_deep
+from ._http import PathId, error, invalid, json_response, read_json, too_deep
 
 SCHEMAS = SchemaSet(schemas_dir() / "collector")
 MAX_RECORDS = 100
@@ -46,12 +47,13 @@ def router(collector: Collector) -> APIRouter:
     routes = APIRouter(tags=["services"])
     config = collector.config
     max_body = MAX_RECORDS * (config.max_bytes + 1024)
+    ingest_key = requires_key(collector, config.ingest_keys, "ingest")
 
     results_answer = {200: ("One result per record", openapi.RECORD_RESULTS)}
 
     @routes.post("/v1/records", responses=openapi.answers(results_answer, (400, 401, 413, 415, 429), max_body),
                  openapi_extra=openapi.json_body(openapi.schema("collector/records_request.schema.json"), max_body),
-                 dependencies=[requires_key(collector, config.ingest_keys, "ingest")])
+                 dependencies=[ingest_key])
     async def ingest_records(request: Request) -> Response:
         """AFP §5.1: a service forwards 1 to 100 records with its ingest key; each gets
         accepted, duplicate or rejected, with the known issue it belongs to."""
@@ -72,5 +74,15 @@ def router(collector: Collector) -> APIRouter:
                 result["known_issue"] = known
             results.append(result)
         return json_response({"results": results})
+
+    @routes.delete("/v1/records/{record_id}", status_code=204, dependencies=[ingest_key],
+                   responses=openapi.answers({204: ("Deleted, with its retries", None)}, (400, 401, 404, 429)))
+    async def delete_record(record_id: PathId) -> Response:
+        """The service deleted a record: it is removed with its retries, nothing of them is left
+        in the collector's file, and the pull feed carries a tombstone for each, so the
+        pipeline forgets them too."""
+        if not collector.delete(record_id):
+            return error(404, "not_found", f"No record {record_id}")
+        return Response(status_code=204)
 
     return routes

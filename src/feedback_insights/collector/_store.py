@@ -1,8 +1,14 @@
 """The collector's own SQLite file (WAL: many readers, one writer at a time).
 
-Records get a sequence number when they are committed; SQLite has a single writer, so sequence
-order is commit order and a reader paging with ``seq > cursor`` never misses a record that
-committed behind it, nor sees one twice.
+Records get a sequence number when they are committed, and so does the tombstone a deletion
+leaves; SQLite has a single writer, so sequence order is commit order and a reader paging with
+``seq > cursor`` never misses an entry that committed behind it, nor sees one twice.
+
+A retry (the same service, session_id and content as an earlier report: what the warehouse calls
+one) is a row of its own pointing at the first report (``duplicate_of``): retries are demand.
+
+A deleted record leaves nothing of itself in the file: ``secure_delete`` zeroes what SQLite frees,
+and the write-ahead log, which still holds the pages as they were, is checkpointed and truncated.
 """
 
 from __future__ import annotations
@@ -10,6 +16,9 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +26,84 @@ import orjson
 
 log = logging.getLogger("feedback_insights.collector")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-    id          TEXT NOT NULL UNIQUE,
-    received_at TEXT NOT NULL,
-    dedupe_key  TEXT,      -- same service, account, session_id and content: an agent's retry
-    body        TEXT NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS records_dedupe ON records (dedupe_key) WHERE dedupe_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS known_issues (
-    id          TEXT PRIMARY KEY,
-    body        TEXT NOT NULL,   -- the AFP known_issue object
-    match       TEXT NOT NULL,   -- how records are matched to it
-    updated_at  TEXT NOT NULL
-);
+#: ``PRAGMA user_version``: 0 a file from before retries were rows (or a new one); 1 its tables
+#: upgraded, its retry keys not yet recomputed (:meth:`Store.rekey`); 2 current.
+_KEYS_PENDING, _CURRENT = 1, 2
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS records (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        id           TEXT NOT NULL UNIQUE,
+        received_at  TEXT NOT NULL,
+        dedupe_key   TEXT,      -- same service, session_id and scrubbed content: a retry's key
+        body         TEXT NOT NULL,
+        duplicate_of TEXT       -- a retry: the first report's id
+    )""",
+    # One first report per key; its retries share the key.
+    """CREATE UNIQUE INDEX IF NOT EXISTS records_first ON records (dedupe_key)
+       WHERE dedupe_key IS NOT NULL AND duplicate_of IS NULL""",
+    "CREATE INDEX IF NOT EXISTS records_retries ON records (duplicate_of) WHERE duplicate_of IS NOT NULL",
+    # What a deletion leaves: an id and a time, in the same sequence as records.
+    """CREATE TABLE IF NOT EXISTS tombstones (
+        seq          INTEGER PRIMARY KEY,
+        id           TEXT NOT NULL,
+        deleted_at   TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS known_issues (
+        id          TEXT PRIMARY KEY,
+        body        TEXT NOT NULL,   -- the AFP known_issue object
+        match       TEXT NOT NULL,   -- how records are matched to it
+        updated_at  TEXT NOT NULL
+    )""",
+)
+#: A file from before retries were rows: its retry keys included the account and the content
+#: before scrubbing, and a key was unique to one row.
+_UPGRADE = (
+    "ALTER TABLE records ADD COLUMN duplicate_of TEXT",
+    "DROP INDEX IF EXISTS records_dedupe",
+)
+
+#: Records and tombstones after a cursor, in commit order: one statement, so one snapshot.
+_FEED = """
+SELECT seq, id, duplicate_of, body, NULL FROM records WHERE seq > :after
+UNION ALL
+SELECT seq, id, NULL, NULL, deleted_at FROM tombstones WHERE seq > :after
+ORDER BY seq LIMIT :limit
 """
+
+
+@dataclass(slots=True)
+class Page:
+    """Records (a retry with its ``duplicate_of``) and tombstones ``{id, deleted_at}``."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[dict[str, str]] = field(default_factory=list)
+    #: The sequence number of the last entry on the page (the cursor when it is empty).
+    last: int = 0
+    has_more: bool = False
+    #: Ids this page holds as records, and ids it holds tombstones of.
+    held: set[str] = field(default_factory=set, repr=False)
+    gone: set[str] = field(default_factory=set, repr=False)
+
+    def takes(self, record_id: str, duplicate_of: str | None) -> bool:
+        """Whether a record can join the page: not when it depends on an entry already on it
+        (a retry of a record here, a record whose id was deleted earlier here). Then a consumer
+        that stores a page's records, then applies its tombstones, is always right, and it
+        has stored a first report before it sees its retries."""
+        return duplicate_of not in self.held and record_id not in self.gone
+
+    def add_record(self, seq: int, record_id: str, duplicate_of: str | None, body: str) -> None:
+        record = orjson.loads(body)
+        if duplicate_of is not None:
+            record["duplicate_of"] = duplicate_of
+        self.records.append(record)
+        self.held.add(record_id)
+        self.last = seq
+
+    def add_tombstone(self, seq: int, record_id: str, deleted_at: str) -> None:
+        self.deleted.append({"id": record_id, "deleted_at": deleted_at})
+        self.gone.add(record_id)
+        self.last = seq
 
 
 class Store:
@@ -43,25 +114,91 @@ class Store:
         self.con.execute("PRAGMA journal_mode=WAL")
         self.con.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes
         self.con.execute("PRAGMA busy_timeout=5000")
-        self.con.executescript(_SCHEMA)
+        # Freed space is zeroed: a deleted record's text must not linger in free pages.
+        self.con.execute("PRAGMA secure_delete=ON")
+        self._lock = threading.RLock()
+        self._migrate()
         # A checkpoint inside a request stalls every request behind it (up to ~10 ms); copy
         # the log into the database from a thread with its own connection instead.
         self.con.execute("PRAGMA wal_autocheckpoint=0")
         self._stop = threading.Event()
+        self._purge = threading.Event()  # a deletion waits for the log to be truncated
         self._checkpointer = threading.Thread(target=self._checkpoint_loop, args=(str(path),), daemon=True)
         if str(path) != ":memory:":
             self._checkpointer.start()
 
+    # -- the file ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction, taken at once (BEGIN IMMEDIATE): what it reads cannot change
+        before it commits, and its sequence numbers are taken in commit order."""
+        with self._lock:
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self.con.in_transaction:
+                    self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    def _version(self) -> int:
+        return int(self.con.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        """Create the tables, or upgrade a file from before retries were rows (its retry keys
+        are recomputed by :meth:`rekey`, which needs the dialects)."""
+        with self._transaction():
+            exists = self.con.execute("SELECT 1 FROM sqlite_master WHERE name = 'records'").fetchone()
+            version = self._version()
+            if exists and version == 0:
+                for statement in _UPGRADE:
+                    self.con.execute(statement)
+            for statement in _SCHEMA:
+                self.con.execute(statement)
+            if version == 0:
+                self.con.execute(f"PRAGMA user_version = {_KEYS_PENDING if exists else _CURRENT}")
+
+    def rekey(self, key_of: Callable[[dict[str, Any]], str | None]) -> None:
+        """Once, for an upgraded file: every record's retry key computed the current way
+        (``key_of`` its stored body), in commit order, so that a retry arriving after the
+        upgrade is recognised as the warehouse will recognise it; a record whose key an earlier
+        one already has becomes that one's retry (the warehouse ignores the account too)."""
+        with self._transaction():
+            if self._version() != _KEYS_PENDING:
+                return
+            self.con.execute("UPDATE records SET dedupe_key = NULL")
+            after = 0
+            while rows := self.con.execute(
+                "SELECT seq, body FROM records WHERE seq > ? ORDER BY seq LIMIT 1000", [after]
+            ).fetchall():
+                for seq, body in rows:
+                    key = key_of(orjson.loads(body))
+                    self.con.execute("UPDATE records SET dedupe_key = ?, duplicate_of = ? WHERE seq = ?",
+                                     [key, self._first_of(key), seq])
+                after = rows[-1][0]
+            self.con.execute(f"PRAGMA user_version = {_CURRENT}")
+
     def _checkpoint_loop(self, path: str, every: float = 1.0) -> None:
         """Runs until the store closes; a failed checkpoint is logged and tried again, because
-        with automatic checkpoints off a dead loop would let the log grow without end."""
-        con = sqlite3.connect(path, isolation_level=None)
+        with automatic checkpoints off a dead loop would let the log grow without end.
+
+        After a deletion the log is truncated too, or it would keep the deleted record's pages
+        as they were. Without a busy timeout such a checkpoint never waits for a reader (and
+        so never holds writers up): when one is in the way it is tried again a second later."""
+        con = sqlite3.connect(path, isolation_level=None, timeout=0)
         try:
             while not self._stop.wait(every):
+                purge = self._purge.is_set()
+                self._purge.clear()  # a deletion committed from now on asks again
                 try:
-                    con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    busy = con.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if purge else 'PASSIVE'})").fetchone()[0]
                 except sqlite3.Error:
                     log.exception("WAL checkpoint failed; retrying")
+                    busy = 1
+                if purge and busy:
+                    self._purge.set()
         finally:
             con.close()
 
@@ -71,33 +208,80 @@ class Store:
             self._checkpointer.join(timeout=5)
         self.con.close()
 
+    # -- records ----------------------------------------------------------------------------
+
+    def _first_of(self, key: str | None) -> str | None:
+        """The id of the first report with this retry key, if there is one."""
+        if key is None:
+            return None
+        row = self.con.execute(
+            "SELECT id FROM records WHERE dedupe_key = ? AND duplicate_of IS NULL", [key]
+        ).fetchone()
+        return row[0] if row else None
+
     def add(self, record: dict[str, Any], dedupe_key: str | None) -> tuple[str, bool]:
-        """Store a record; returns (id, created). A retry returns the first record's id."""
-        if dedupe_key is not None:
-            row = self.con.execute("SELECT id FROM records WHERE dedupe_key = ?", [dedupe_key]).fetchone()
+        """Store a record; returns (the id to answer with, whether it is a new report).
+
+        A retry (``dedupe_key`` an earlier report's) is stored as its own row pointing at that
+        report and answered with its id. A record whose id is already stored was delivered
+        twice: nothing is stored, and the answer is the id its first report has."""
+        with self._transaction():
+            row = self.con.execute("SELECT coalesce(duplicate_of, id) FROM records WHERE id = ?",
+                                   [record["id"]]).fetchone()
             if row:
                 return row[0], False
-        try:
+            first = self._first_of(dedupe_key)
             self.con.execute(
-                "INSERT INTO records (id, received_at, dedupe_key, body) VALUES (?, ?, ?, ?)",
-                [record["id"], record["received_at"], dedupe_key, orjson.dumps(record).decode()],
+                "INSERT INTO records (id, received_at, dedupe_key, duplicate_of, body) VALUES (?, ?, ?, ?, ?)",
+                [record["id"], record["received_at"], dedupe_key, first, orjson.dumps(record).decode()],
             )
-        except sqlite3.IntegrityError:
-            row = self.con.execute(
-                "SELECT id FROM records WHERE id = ? OR dedupe_key = ?", [record["id"], dedupe_key]
-            ).fetchone()
-            return (row[0] if row else record["id"]), False
-        return record["id"], True
+        return (first, False) if first else (record["id"], True)
 
-    def page(self, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        rows = self.con.execute(
-            "SELECT seq, body FROM records WHERE seq > ? ORDER BY seq LIMIT ?", [after, limit]
-        ).fetchall()
-        last = rows[-1][0] if rows else after
-        return [orjson.loads(body) for _, body in rows], last
+    def delete(self, record_id: str, now: str) -> list[str]:
+        """Remove a record and its retries, leave a tombstone for each, and drop their ids from
+        the known issues that list them; returns the ids removed (none: no such record)."""
+        with self._transaction():
+            if not self.con.execute("SELECT 1 FROM records WHERE id = ?", [record_id]).fetchone():
+                return []
+            retries = self.con.execute("SELECT id FROM records WHERE duplicate_of = ? ORDER BY seq",
+                                       [record_id]).fetchall()
+            removed = [record_id, *(row[0] for row in retries)]
+            self.con.execute("DELETE FROM records WHERE id = ? OR duplicate_of = ?", [record_id, record_id])
+            for gone in removed:
+                self.con.execute("INSERT INTO tombstones (seq, id, deleted_at) VALUES (?, ?, ?)",
+                                 [self._next_seq(), gone, now])
+            self._unlist(set(removed))
+        self._purge.set()
+        return removed
 
-    def has_more(self, after: int) -> bool:
-        return self.con.execute("SELECT 1 FROM records WHERE seq > ? LIMIT 1", [after]).fetchone() is not None
+    def _next_seq(self) -> int:
+        """The next number of the sequence records and tombstones share. Records take theirs
+        from AUTOINCREMENT, which never goes below its counter in ``sqlite_sequence``; moving
+        that counter on is how a tombstone takes the next number without a record ever
+        taking it again."""
+        counter = self.con.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone()
+        newest = self.con.execute("SELECT max(seq) FROM tombstones").fetchone()[0]
+        seq = max(counter[0] if counter else 0, newest or 0) + 1
+        if counter:
+            self.con.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'records'", [seq])
+        else:
+            self.con.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)", [seq])
+        return seq
+
+    def page(self, after: int, limit: int) -> Page:
+        """Up to ``limit`` records and tombstones after ``after``, in commit order; a page ends
+        early before an entry that depends on one already on it (see :meth:`Page.takes`)."""
+        rows = self.con.execute(_FEED, {"after": after, "limit": limit + 1}).fetchall()
+        page = Page(last=after)
+        for n, (seq, record_id, duplicate_of, body, deleted_at) in enumerate(rows):
+            if n == limit or (body is not None and not page.takes(record_id, duplicate_of)):
+                page.has_more = True
+                break
+            if body is None:
+                page.add_tombstone(seq, record_id, deleted_at)
+            else:
+                page.add_record(seq, record_id, duplicate_of, body)
+        return page
 
     def count(self) -> int:
         return int(self.con.execute("SELECT count(*) FROM records").fetchone()[0])
@@ -106,11 +290,12 @@ class Store:
 
     def put_known_issue(self, issue: dict[str, Any], match: dict[str, Any], now: str) -> bool:
         """Insert or replace; returns whether it was new."""
-        existed = self.con.execute("SELECT 1 FROM known_issues WHERE id = ?", [issue["id"]]).fetchone()
-        self.con.execute(
-            "INSERT OR REPLACE INTO known_issues VALUES (?, ?, ?, ?)",
-            [issue["id"], orjson.dumps(issue).decode(), orjson.dumps(match).decode(), now],
-        )
+        with self._transaction():
+            existed = self.con.execute("SELECT 1 FROM known_issues WHERE id = ?", [issue["id"]]).fetchone()
+            self.con.execute(
+                "INSERT OR REPLACE INTO known_issues VALUES (?, ?, ?, ?)",
+                [issue["id"], orjson.dumps(issue).decode(), orjson.dumps(match).decode(), now],
+            )
         return existed is None
 
     def known_issues(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -119,3 +304,13 @@ class Store:
 
     def delete_known_issue(self, issue_id: str) -> bool:
         return self.con.execute("DELETE FROM known_issues WHERE id = ?", [issue_id]).rowcount > 0
+
+    def _unlist(self, record_ids: set[str]) -> None:
+        """Drop deleted records' ids from every known issue's ``match.record_ids``."""
+        for issue_id, text in self.con.execute("SELECT id, match FROM known_issues").fetchall():
+            match = orjson.loads(text)
+            listed = match.get("record_ids") or []
+            kept = [i for i in listed if i not in record_ids]
+            if len(kept) != len(listed):
+                self.con.execute("UPDATE known_issues SET match = ? WHERE id = ?",
+                                 [orjson.dumps({**match, "record_ids": kept}).decode(), issue_id])

@@ -101,7 +101,9 @@ def afs_input_schema() -> dict[str, Any]:
         if name in _AFS_FIELDS:
             field["description"] = _AFS_FIELDS[name]
         if name in ENUMS:
-            field["enum"] = list(ENUMS[name][0])
+            # A field the schema also lets be an integer (severity's 1–5 scale) lists those too.
+            scale = range(field.get("minimum", 1), field.get("maximum", 0) + 1) if "integer" in field.get("type", ()) else ()
+            field["enum"] = [*ENUMS[name][0], *scale]
         properties[name] = field
     for camel, snake in CAMEL_TO_SNAKE.items():
         properties[camel] = {**properties[snake], "description": f"camelCase spelling of {snake}."}

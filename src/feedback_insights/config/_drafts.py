@@ -2,37 +2,120 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from ..core import FIELDS, JSON_FIELDS
 from ._base import Label, Strict, secret
 
-_PLACEHOLDERS = ("request_id", "trace_id", "session_id", "message_id")
+#: The placeholders a ``[drafts.links]`` URL template may use, and where each one's value is in a
+#: canonical record. Every scalar field under its own name, except ``account`` (issues show
+#: accounts only as counts: a pseudonym in a public link would let readers follow one account
+#: across issues); then the keys of the nested fields worth linking, chiefly what an in-session
+#: row carries about its turn. The README lists them; a template naming anything else is a
+#: configuration error, so a typo never reaches an issue as a dead link.
+LINK_PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in FIELDS if name not in JSON_FIELDS and name != "account"},
+    "instance_id": ("context", "instance_id"),
+    "surface": ("context", "surface"),
+    "author": ("context", "author"),
+    "audio_key": ("context", "audioKey"),
+    "app_version": ("context", "appVersion"),
+    "target_role": ("evidence", "target_role"),
+    "target_at": ("evidence", "target_at"),
+    "timeline_seq": ("evidence", "timeline_seq"),
+    "agent_name": ("agent", "name"),
+    "agent_model": ("agent", "model"),
+    "agent_framework": ("agent", "framework"),
+}
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_AUTHORITY = re.compile(r"^https?://([^/?#]*)")
+
+
+def _lookup(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _text(value: Any) -> str | None:
+    """A placeholder's value as text; nothing (no link) for a missing, empty or nested one."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if value is None or isinstance(value, Mapping | list | bool) or str(value) == "":
+        return None
+    return str(value)
+
+
+def _check_template(field: str, template: str) -> None:
+    """Why ``template`` cannot decorate ``field``, as a ValueError (pydantic names the key)."""
+    if not template.startswith(("https://", "http://")):
+        raise ValueError("must start with https:// or http://")
+    names = _PLACEHOLDER.findall(template)
+    unknown = [name for name in names if name not in LINK_PLACEHOLDERS]
+    if unknown:
+        known = ", ".join(sorted(LINK_PLACEHOLDERS))
+        raise ValueError(f"unknown placeholder {{{unknown[0]}}} (placeholders: {known})")
+    if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
+        raise ValueError("a { or } opens or closes no placeholder")
+    host = _AUTHORITY.match(template)
+    if host and (in_host := _PLACEHOLDER.search(host.group(1))):
+        raise ValueError(f"{in_host.group(0)} is in the host: a report would choose where the link goes")
+    if field not in names:
+        raise ValueError(f"must contain the placeholder {{{field}}}")
 
 
 class EvidenceLinks(Strict):
-    """URL templates that turn a report's evidence pointers into links in drafted issues, e.g.
-    ``trace_id = "https://console.example/trace?id={trace_id}"``. The id is URL-encoded."""
+    """URL templates that turn a report's pointers into links in drafted issues, one per pointer
+    the issue shows, e.g. ``trace_id = "https://console.example/v1/instances/{instance_id}/trace?trace_id={trace_id}"``.
+
+    A link is keyed by the pointer it decorates and must name it; it may name any other
+    placeholder of :data:`LINK_PLACEHOLDERS` too. Every value is URL-encoded (``/``, ``?``, ``#``
+    included), no placeholder may sit in the host, and a report missing any value the
+    template names gets its pointer as plain text: no link rather than a broken one."""
+
+    #: Every placeholder and where its value comes from (see :data:`LINK_PLACEHOLDERS`).
+    PLACEHOLDERS: ClassVar[dict[str, tuple[str, ...]]] = LINK_PLACEHOLDERS
 
     request_id: str | None = None
     trace_id: str | None = None
     session_id: str | None = None
     message_id: str | None = None
+    instance_id: str | None = None
+    timeline_seq: str | None = None
+    audio_key: str | None = None
 
-    @field_validator(*_PLACEHOLDERS)
+    @field_validator("*")
     @classmethod
     def _template(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
-            if not value.startswith(("https://", "http://")):
-                raise ValueError("must start with https:// or http://")
-            if f"{{{info.field_name}}}" not in value:
-                raise ValueError(f"must contain the placeholder {{{info.field_name}}}")
+            _check_template(str(info.field_name), value)
         return value
 
-    def url(self, field: str, value: str) -> str | None:
-        template = getattr(self, field)
-        return template.replace(f"{{{field}}}", quote(value, safe="")) if template else None
+    @staticmethod
+    def values(record: Mapping[str, Any]) -> dict[str, str]:
+        """Every placeholder ``record`` has a value for, as text (nested fields as objects)."""
+        found = {name: _text(_lookup(record, path)) for name, path in LINK_PLACEHOLDERS.items()}
+        return {name: text for name, text in found.items() if text is not None}
+
+    def url(self, field: str, values: Mapping[str, str]) -> str | None:
+        """The link for ``field``, or None: no template, or a value the template names is missing."""
+        template = getattr(self, field, None)
+        if not template:
+            return None
+        names = _PLACEHOLDER.findall(template)
+        if not all(values.get(name) for name in names):
+            return None
+        return _PLACEHOLDER.sub(lambda m: quote(values[m.group(1)], safe=""), template)
+
+
+assert set(EvidenceLinks.model_fields) <= set(LINK_PLACEHOLDERS), "every linked pointer is a placeholder"
 
 
 class DraftsConfig(Strict):

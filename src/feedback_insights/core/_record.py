@@ -14,7 +14,7 @@ FIELDS = (
     "id", "dialect", "collector", "service", "account", "received_at", "source", "lane",
     "category", "outcome", "severity", "summary", "goal", "detail", "tool", "method",
     "expected", "actual", "suggestion", "workaround", "rating", "request_id", "session_id",
-    "trace_id", "message_id", "agent", "evidence", "context", "metadata", "original",
+    "trace_id", "message_id", "status", "issue_url", "agent", "evidence", "context", "metadata", "original",
 )
 
 #: Fields that hold nested JSON objects rather than scalars.
@@ -50,6 +50,8 @@ class CanonicalRecord(TypedDict):
     session_id: str | None
     trace_id: str | None
     message_id: str | None
+    status: str | None
+    issue_url: str | None
     agent: dict[str, Any] | None
     evidence: dict[str, Any] | None
     context: dict[str, Any] | None

@@ -4,6 +4,11 @@ Product managers read it to see what agents hit, what is new or rising, what got
 what agents rely on. Demand figures are computed as of the end of the week, so a past week's
 figures stay the same whenever it is rendered (issue links and statuses are today's). Only scrubbed text is quoted (the warehouse
 holds nothing else) and accounts appear as counts, never as ids.
+
+Reports dismissed in triage are no demand: they are left out of every figure (the redaction
+count still includes them: it says what was stored). The week is split by who reported (agents,
+runtimes, people: :data:`~feedback_insights.core.vocabulary.SOURCE_TIERS`), and a digest can be
+made of one tier's reports alone (``source``), every figure then counting only those.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import polars as pl
 from ..clusters import demand
 from ..config import DEFAULT_HALF_LIFE_DAYS
 from ..core import now_utc
+from ..core.vocabulary import SOURCE_TIERS, TIER_REPORTERS, sources_of
 from ..warehouse import Warehouse
 
 SPARK_WEEKS = 8
@@ -25,62 +31,100 @@ TOP = 10
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 
-_HEADLINE = """
+#: The reports a digest counts: not dismissed in triage, and of the digest's sources (all when
+#: ``$sources`` is NULL). ``{r}`` is the records table's alias.
+_LIVE = """{r}status IS DISTINCT FROM 'dismissed'
+  AND ($sources::VARCHAR[] IS NULL OR list_contains($sources::VARCHAR[], {r}source))"""
+_OF_SOURCES = "($sources::VARCHAR[] IS NULL OR list_contains($sources::VARCHAR[], {r}source))"
+#: Clusters holding a report of the digest's sources (every cluster when ``$sources`` is NULL).
+_CLUSTER_OF_SOURCES = """($sources::VARCHAR[] IS NULL OR EXISTS (
+    SELECT 1 FROM cluster_members m JOIN records r USING (collector, id)
+    WHERE m.cluster_id = {cluster} AND list_contains($sources::VARCHAR[], r.source)))"""
+_TIER = "CASE " + " ".join(
+    f"WHEN source IN ({', '.join(repr(s) for s in sources)}) THEN '{tier}'" for tier, sources in SOURCE_TIERS.items()
+) + " END"
+
+_HEADLINE = f"""
 SELECT count(*) AS reports,
        count(DISTINCT account) AS accounts,
        count(DISTINCT service) AS services,
        coalesce(avg(CASE WHEN severity = 'blocking' OR outcome = 'blocked' THEN 1.0 ELSE 0.0 END), 0) AS blocked_share
-FROM records WHERE received_at >= $start AND received_at < $end
+FROM records WHERE received_at >= $start AND received_at < $end AND {_LIVE.format(r="")}
 """
 
-_WEEKLY_ACCOUNTS = """
+_TIERS = f"""
+SELECT tier,
+       count(*) FILTER (WHERE received_at >= $start) AS reports,
+       count(DISTINCT account) FILTER (WHERE received_at >= $start) AS accounts,
+       count(*) FILTER (WHERE received_at < $start) AS last_week_reports,
+       coalesce(avg(blocked) FILTER (WHERE received_at >= $start), 0) AS blocked_share,
+       count(*) FILTER (WHERE received_at >= $start AND lane = 'positive_feedback') AS praise
+FROM (SELECT {_TIER} AS tier, received_at, account, lane,
+             CASE WHEN severity = 'blocking' OR outcome = 'blocked' THEN 1.0 ELSE 0.0 END AS blocked
+      FROM records WHERE received_at >= $start - INTERVAL 7 DAY AND received_at < $end AND {_LIVE.format(r="")})
+WHERE tier IS NOT NULL
+GROUP BY tier ORDER BY list_position({list(SOURCE_TIERS)!r}, tier)
+"""
+
+_WEEKLY_ACCOUNTS = f"""
 SELECT m.cluster_id, date_diff('week', date_trunc('week', r.received_at), $start::TIMESTAMPTZ) AS ago,
        count(DISTINCT r.account) AS accounts
 FROM cluster_members m JOIN records r ON r.collector = m.collector AND r.id = m.id
 WHERE m.view = $view AND m.cluster_id IS NOT NULL
-  AND r.received_at >= $start - INTERVAL 7 WEEK AND r.received_at < $end
+  AND r.received_at >= $start - INTERVAL 7 WEEK AND r.received_at < $end AND {_LIVE.format(r="r.")}
 GROUP BY ALL
 """
 
-_SERVICES = """
+_SERVICES = f"""
 SELECT coalesce(service, '(none)') AS service, count(*) AS reports, count(DISTINCT account) AS accounts,
        avg(CASE WHEN severity = 'blocking' OR outcome = 'blocked' THEN 1.0 ELSE 0.0 END) AS blocked_share,
        count(*) FILTER (WHERE lane = 'positive_feedback') AS praise
-FROM records WHERE received_at >= $start AND received_at < $end
+FROM records WHERE received_at >= $start AND received_at < $end AND {_LIVE.format(r="")}
 GROUP BY ALL ORDER BY accounts DESC, reports DESC, service
 """
 
-_MIX = """
-SELECT {column} AS name, count(*) AS reports
-FROM records WHERE received_at >= $start AND received_at < $end
+_MIX = f"""
+SELECT {{column}} AS name, count(*) AS reports
+FROM records WHERE received_at >= $start AND received_at < $end AND {_LIVE.format(r="")}
 GROUP BY ALL ORDER BY reports DESC, name
 """
 
-_QUOTES = """
-SELECT c.id AS cluster_id, {quote} AS quote
-FROM clusters c JOIN records r ON r.collector = c.medoid_collector AND r.id = c.medoid_id
-WHERE c.view = $view
+#: Each cluster's representative words: its medoid's, unless the medoid was dismissed or is of
+#: another source than the digest's; then the newest such report of the week (or before it).
+#: With the quoted record's source, dialect and rating, by which the rendering attributes it.
+_QUOTES = f"""
+SELECT cluster_id, quote, quote_source, quote_dialect, quote_rating FROM (
+    SELECT c.id AS cluster_id, {{quote}} AS quote,
+           r.source AS quote_source, r.dialect AS quote_dialect, r.rating AS quote_rating,
+           row_number() OVER (PARTITION BY c.id ORDER BY (r.collector = c.medoid_collector AND r.id = c.medoid_id) DESC,
+                                                         r.received_at < $end DESC, r.received_at DESC, r.id) AS rank
+    FROM clusters c JOIN cluster_members m ON m.cluster_id = c.id
+    JOIN records r ON r.collector = m.collector AND r.id = m.id
+    WHERE c.view = $view AND {_LIVE.format(r="r.")}
+) WHERE rank = 1
 """
 
-_FIXED = """
+_FIXED = f"""
 SELECT d.cluster_id, d.title, d.issue_url, c.service
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
 WHERE d.known_status = 'fixed' AND c.fixed_at >= $start AND c.fixed_at < $end
+  AND {_CLUSTER_OF_SOURCES.format(cluster="d.cluster_id")}
 ORDER BY c.fixed_at
 """
 
-_DRAFTS = """
+_DRAFTS = f"""
 SELECT d.id, d.cluster_id, d.status, d.known_status, d.title, d.issue_url, d.accounts, c.service,
        d.status IN ('pending', 'approved')
            OR (d.status = 'filed' AND d.known_status NOT IN ('fixed', 'wont_fix')) AS open
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+WHERE {_CLUSTER_OF_SOURCES.format(cluster="d.cluster_id")}
 ORDER BY d.status = 'filed', d.accounts DESC, d.id
 """
 
-_SCRUBBED = """
+_SCRUBBED = f"""
 SELECT j.key AS kind, CAST(sum(CAST(j.value AS INTEGER)) AS BIGINT) AS count
 FROM records, json_each(records.redactions) AS j
-WHERE received_at >= $start AND received_at < $end
+WHERE received_at >= $start AND received_at < $end AND {_OF_SOURCES.format(r="records.")}
 GROUP BY ALL ORDER BY count DESC, kind
 """
 
@@ -145,36 +189,59 @@ class Digest:
     categories: list[dict[str, Any]] = field(default_factory=list)
     issues: list[dict[str, Any]] = field(default_factory=list)
     scrubbed: list[dict[str, Any]] = field(default_factory=list)
+    #: The week by who reported: one row per tier (agent, runtime, human) with reports.
+    tiers: list[dict[str, Any]] = field(default_factory=list)
+    #: The ``--source`` this digest counts alone (a tier or one source value); None: everyone.
+    source: str | None = None
 
     @property
     def scrubbed_total(self) -> int:
         return sum(row["count"] for row in self.scrubbed)
+
+    @property
+    def reporters(self) -> str:
+        """Who a one-source digest is about, in words: "agents", "people", "server_observed"."""
+        return TIER_REPORTERS.get(self.source or "", self.source or "everyone")
 
 
 def _rows(warehouse: Warehouse, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     return warehouse.con.sql(sql, params=params).pl().to_dicts()
 
 
-def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float) -> pl.DataFrame:
+def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float,
+              sources: tuple[str, ...] | None) -> pl.DataFrame:
     """Live clusters of ``view`` with demand as of the week's end, an 8-week sparkline of
     distinct accounts and their representative report's words."""
     # demand() counts received_at <= as_of; the week is [start, end).
-    figures = demand(warehouse, as_of=week.end - timedelta(microseconds=1), view=view, half_life_days=half_life_days)
+    figures = demand(warehouse, as_of=week.end - timedelta(microseconds=1), view=view, half_life_days=half_life_days,
+                     sources=sources)
     if figures.is_empty():
         return figures
-    weekly = warehouse.con.sql(_WEEKLY_ACCOUNTS, params={"view": view, "start": week.start, "end": week.end}).pl()
+    chosen = list(sources) if sources else None
+    weekly = warehouse.con.sql(
+        _WEEKLY_ACCOUNTS, params={"view": view, "start": week.start, "end": week.end, "sources": chosen}).pl()
     counts = {(c, ago): n for c, ago, n in weekly.iter_rows()}
     ids = figures["cluster_id"].to_list()
     spark = pl.Series("spark", [[counts.get((c, ago), 0) for ago in range(SPARK_WEEKS - 1, -1, -1)] for c in ids])
     quote = "coalesce(r.detail, r.summary)" if view == "reports" else "r.goal"
-    quotes = warehouse.con.sql(_QUOTES.format(quote=quote), params={"view": view}).pl()
+    quotes = warehouse.con.sql(_QUOTES.format(quote=quote), params={"view": view, "end": week.end, "sources": chosen}).pl()
     return figures.with_columns(spark).join(quotes, on="cluster_id", how="left")
 
 
-def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> Digest:
-    window = {"start": week.start, "end": week.end}
-    drafts = _rows(warehouse, _DRAFTS, {})
-    before = {"start": week.start - timedelta(days=7), "end": week.start}
+def _tiers(warehouse: Warehouse, window: dict[str, Any]) -> list[dict[str, Any]]:
+    """The week by who reported, each tier named for the reader ("agents", "people")."""
+    return [row | {"who": TIER_REPORTERS[row["tier"]]} for row in _rows(warehouse, _TIERS, window)]
+
+
+def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+          source: str | None = None) -> Digest:
+    """One week's digest; with ``source`` (a tier, or one ``source`` value: see
+    :func:`~feedback_insights.core.vocabulary.sources_of`), of those reports alone."""
+    sources = sources_of(source) if source else None
+    chosen = list(sources) if sources else None
+    window = {"start": week.start, "end": week.end, "sources": chosen}
+    drafts = _rows(warehouse, _DRAFTS, {"sources": chosen})
+    before = {"start": week.start - timedelta(days=7), "end": week.start, "sources": chosen}
     digest = Digest(
         week=week,
         generated_at=now_utc(),
@@ -186,8 +253,10 @@ def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF
         fixed=_rows(warehouse, _FIXED, window),
         issues=[d for d in drafts if d["open"]],
         scrubbed=_rows(warehouse, _SCRUBBED, window),
+        tiers=_tiers(warehouse, window),
+        source=source,
     )
-    reports = _clusters(warehouse, week, "reports", half_life_days)
+    reports = _clusters(warehouse, week, "reports", half_life_days, sources)
     if not reports.is_empty():
         active = reports.filter(pl.col("accounts_this_week") > 0)
         problems = active.filter(pl.col("polarity") == "problem")
@@ -196,7 +265,7 @@ def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF
         digest.rising = problems.filter(pl.col("trend") == "rising").head(TOP).to_dicts()
         digest.regressions = problems.filter(pl.col("regression")).to_dicts()
         digest.praise = active.filter(pl.col("polarity") == "praise").sort("accounts", descending=True).head(5).to_dicts()
-    goals = _clusters(warehouse, week, "goals", half_life_days)
+    goals = _clusters(warehouse, week, "goals", half_life_days, sources)
     if not goals.is_empty():
         digest.goals = goals.filter(pl.col("polarity") == "problem").sort("accounts", descending=True).head(8).to_dicts()
     issue_of = {row["cluster_id"]: row for row in drafts}

@@ -2,6 +2,8 @@
 
 Both come from Jinja2 templates in ``templates/``. The HTML environment autoescapes (agents'
 words are text); the Markdown one neutralises every value it prints, like issue bodies do.
+Every quote is attributed by its record's source, with the words issues use
+(:func:`neutralise.attribution`): an owner's complaint is not shown as an agent's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,25 @@ def _change(now: int, before: int) -> str:
     return f"({'+' if delta >= 0 else '−'}{abs(delta)} vs last week)"
 
 
+def _quoted_record(row: dict[str, Any]) -> dict[str, Any]:
+    """What attribution reads of the record a row quotes: its ``source``, ``dialect`` and
+    ``rating``, given by the content as ``quote_source``, ``quote_dialect`` and
+    ``quote_rating``. A row without them is attributed to no one in particular."""
+    return {"source": row.get("quote_source"), "dialect": row.get("quote_dialect"), "rating": row.get("quote_rating")}
+
+
+def _quoted_by(row: dict[str, Any], lower: bool = False) -> str:
+    """"An agent reported", "The owner rated it 👎 and wrote" … before a row's quote; ``lower``
+    mid-sentence."""
+    phrase = neutralise.attribution(_quoted_record(row))
+    return phrase[0].lower() + phrase[1:] if lower else phrase
+
+
+def _goal_of(row: dict[str, Any]) -> str:
+    """"An agent's goal", "A user's goal" … before a goal theme's quote."""
+    return f"{neutralise.reporter(_quoted_record(row))}'s goal"
+
+
 def _headline(problem: dict[str, Any]) -> Markdown:
     issue = problem.get("issue")
     text = (issue or {}).get("title") or problem.get("label") or f"cluster {problem['cluster_id']}"
@@ -67,6 +88,8 @@ def _environment(kind: str) -> jinja2.Environment:
         bars=lambda rows, label: bars([(r["name"], r["reports"]) for r in rows], label),
         spark=lambda values: Markdown(text_sparkline(values)),
         headline=_headline,
+        quoted_by=_quoted_by,
+        goal_of=_goal_of,
     )
     return env
 
@@ -84,12 +107,13 @@ def render(digest: Digest, kind: str) -> str:
     return css_inline.CSSInliner(load_remote_stylesheets=False).inline(html)
 
 
-def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS) -> list[Path]:
-    """``digest-2026-W48.html`` / ``.md`` in ``folder``; returns the paths written."""
+def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS, source: str | None = None) -> list[Path]:
+    """``digest-2026-W48.html`` / ``.md`` in ``folder`` (``digest-2026-W48-agent.html`` … for
+    one source's digest); returns the paths written."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for kind in kinds:
-        path = folder / f"digest-{digest.week}.{kind}"
+        path = folder / f"digest-{digest.week}{f'-{source}' if source else ''}.{kind}"
         path.write_text(render(digest, kind), encoding="utf-8")
         paths.append(path)
     return paths

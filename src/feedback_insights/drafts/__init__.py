@@ -14,9 +14,17 @@ from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
 from ._llm import ChatClient, LLMError
 from ._marker import cluster_of, marker, update_marker
 from ._preview import PreviewError, preview_input, read_records
-from ._render import MAX_BODY, Markdown, render_body, render_title, render_update
+from ._render import MAX_BODY, Markdown, render_body, render_emptied, render_title, render_update
 from ._review import ReviewError, approve, edit_form, get_draft, history, list_drafts, parse_form, reject, save_edit
-from ._stage import PIPELINE_ACTOR, DraftRun, crosses_threshold, draft_clusters, grew_materially, record_action
+from ._stage import (
+    PIPELINE_ACTOR,
+    DraftRun,
+    crosses_threshold,
+    draft_clusters,
+    grew_materially,
+    record_action,
+    redraft_erased,
+)
 
 __all__ = [
     "EVIDENCE_FIELDS",
@@ -51,8 +59,10 @@ __all__ = [
     "prompt_messages",
     "read_records",
     "record_action",
+    "redraft_erased",
     "reject",
     "render_body",
+    "render_emptied",
     "render_title",
     "render_update",
     "save_edit",

@@ -2,7 +2,10 @@
 
 The LLM writes only the title and a summary paragraph; the demand table, the quoted reports and
 the evidence are always rendered by :mod:`._render`, and the LLM's text is neutralised like
-any report (it read the reports, so it may have been steered by one). An answer that is not
+any report (it read the reports, so it may have been steered by one). The prompt shows each
+report with what the body shows of it: who reported it (:func:`neutralise.attribution`), its
+words, the turn it is about (the message, the turn before it, the dictation), the agent and
+its pointers, all inside the report's untrusted delimiters. An answer that is not
 valid JSON for ``schemas/issue_draft.schema.json`` is retried once, with the problem stated;
 after that, or when the endpoint fails, the template draft is used and the reason recorded.
 """
@@ -22,7 +25,7 @@ import orjson
 from ..config import DraftsConfig
 from ..core import resource_dir, shared_schemas
 from . import neutralise
-from ._inputs import DraftInput
+from ._inputs import DraftInput, agent_of, pointers, turn
 from ._llm import ChatClient, LLMError
 from ._render import render_body, render_title
 
@@ -72,6 +75,8 @@ def _prompts() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["truncate_chars"] = lambda text, limit: neutralise.truncate(neutralise.clean(str(text)), limit)
+    env.filters["attribution"] = neutralise.attribution
+    env.globals.update(turn=turn, pointers=pointers, agent_of=agent_of)
     return env
 
 

@@ -4,6 +4,12 @@ Reports are ordered so that the first few quoted are the most useful to a mainta
 cluster's medoid (the most typical report), then one report per account before a second from
 any account (breadth over one agent's repetition), blocking before the rest, newest first.
 Retries (``duplicate_of`` set) count as demand but are never quoted twice.
+
+A report is a canonical record without its account (issues show accounts only as counts),
+``metadata`` or ``original``: every scalar field (each a link placeholder) and the nested
+``agent``, ``evidence`` and ``context`` as objects, because what made an in-session complaint
+filable lives there (in-session-feedback-capture §1): the message it is about and the turn
+before it (snapshots), the instance, and for a voice turn the dictation and the audio key.
 """
 
 from __future__ import annotations
@@ -12,16 +18,23 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from ..config import DraftsConfig, EvidenceLinks
+from ..core import FIELDS, JSON_FIELDS
 from ..warehouse import Warehouse
 
-_REPORTS = """
-SELECT r.collector, r.id, r.received_at, r.lane, r.category, r.severity, r.outcome, r.tool,
-       r.method, r.summary, r.detail, r.expected, r.actual, r.suggestion,
-       r.request_id, r.trace_id, r.session_id, r.message_id
+#: The nested fields a draft reads (parsed from JSON); the others stay in the warehouse.
+NESTED_FIELDS = ("agent", "evidence", "context")
+_COLUMNS = [f for f in FIELDS if f not in JSON_FIELDS and f != "account"] + list(NESTED_FIELDS)
+
+_REPORTS = f"""
+SELECT {", ".join("r." + column for column in _COLUMNS)}
 FROM cluster_members m
 JOIN records r USING (collector, id)
 JOIN clusters c ON c.id = m.cluster_id
 WHERE m.view = 'reports' AND m.cluster_id = $cluster AND r.duplicate_of IS NULL
+  AND r.status IS DISTINCT FROM 'dismissed'
 ORDER BY coalesce(r.collector = c.medoid_collector AND r.id = c.medoid_id, false) DESC,
          row_number() OVER (PARTITION BY coalesce(r.account, r.collector || '/' || r.id)
                             ORDER BY r.received_at DESC, r.id),
@@ -29,8 +42,63 @@ ORDER BY coalesce(r.collector = c.medoid_collector AND r.id = c.medoid_id, false
          r.received_at DESC, r.id
 """
 
-EVIDENCE_FIELDS = ("request_id", "trace_id", "session_id", "message_id")
+#: The pointers a report may carry, in the order issues show them; each may have a
+#: ``[drafts.links]`` template (:class:`~feedback_insights.config.EvidenceLinks`).
+EVIDENCE_FIELDS = tuple(EvidenceLinks.model_fields)
 _SENTENCE_END = re.compile(r"(?<=[.;!?])\s+|\s+[—–-]\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What a report holds about the turn it is about: snapshots of the message (``role``,
+    ``at``, ``text``) and of the turn before it, and for a voice turn what the recogniser
+    heard. Snapshots, because the pointers dangle once a chat is cleared or a trace pruned."""
+
+    role: str | None
+    at: str | None
+    text: str | None
+    before: str | None
+    dictation: str | None
+
+
+def turn(report: dict[str, Any]) -> Turn | None:
+    """The turn ``report`` is about, or None when it carries none of it (most agent reports)."""
+    evidence, context = report.get("evidence") or {}, report.get("context") or {}
+    found = Turn(
+        role=_str(evidence.get("target_role")),
+        at=_str(evidence.get("target_at")),
+        text=_str(evidence.get("target_text")),
+        before=_str(evidence.get("prompt_text")),
+        dictation=_str(context.get("dictation")),
+    )
+    return found if found.text or found.before or found.dictation else None
+
+
+def agent_of(report: dict[str, Any]) -> str | None:
+    """The agent a report is from or about, as "name · model · framework"."""
+    agent = report.get("agent") or {}
+    parts = [str(agent[key]) for key in ("name", "model", "framework") if agent.get(key)]
+    return " · ".join(parts) or None
+
+
+def pointers(report: dict[str, Any]) -> dict[str, str]:
+    """The report's pointers (:data:`EVIDENCE_FIELDS`) that have a value, in that order."""
+    values = EvidenceLinks.values(report)
+    return {field: values[field] for field in EVIDENCE_FIELDS if field in values}
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _parsed(report: dict[str, Any]) -> dict[str, Any]:
+    """The nested fields as objects (DuckDB hands JSON columns over as text)."""
+    for field in NESTED_FIELDS:
+        value = report.get(field)
+        if isinstance(value, str):
+            parsed = orjson.loads(value)
+            report[field] = parsed if isinstance(parsed, dict) else None
+    return report
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +134,24 @@ class DraftInput:
         return picked[:limit]
 
     def evidence(self) -> list[dict[str, Any]]:
-        return [r for r in self.reports if any(r.get(f) for f in EVIDENCE_FIELDS)]
+        """The reports with a pointer to follow, in order: the evidence table's rows."""
+        return [r for r in self.reports if pointers(r)]
+
+    def cited(self, settings: DraftsConfig | None = None) -> list[tuple[str, str]]:
+        """The ``(collector, id)`` of every record the body cites, in body order: the quoted
+        reports, the suggestions and the evidence rows under ``settings``' limits, so that
+        erasing a record can find the drafts that quote it. Without ``settings``: every report
+        of the draft, the records it may have drawn on, an LLM summary too (its prompt shows up
+        to 20); the safe answer for a draft whose settings are not at hand."""
+        if settings is None:
+            picked = self.reports
+        else:
+            picked = [
+                *self.reports[: settings.quoted_reports],
+                *self.suggestions(settings.suggestions),
+                *self.evidence()[: settings.evidence_rows],
+            ]
+        return list(dict.fromkeys((r["collector"], r["id"]) for r in picked))
 
 
 def draft_input(warehouse: Warehouse, figures: dict[str, Any]) -> DraftInput:
@@ -79,5 +164,5 @@ def draft_input(warehouse: Warehouse, figures: dict[str, Any]) -> DraftInput:
         label=figures["label"],
         key_terms=list(terms[0][0] or []) if terms else [],
         demand=figures,
-        reports=warehouse.con.sql(_REPORTS, params={"cluster": cluster_id}).pl().to_dicts(),
+        reports=[_parsed(r) for r in warehouse.con.sql(_REPORTS, params={"cluster": cluster_id}).pl().to_dicts()],
     )

@@ -3,8 +3,9 @@
 Safe by default: the body environment's ``finalize`` neutralises every value a template prints
 (:func:`neutralise.inline`), so a template author who forgets a filter still cannot let a
 report's text become markdown. Only the filters here return :class:`Markdown`, for the two
-things that must be markdown: a report's words quoted (inert, in a blockquote) and our own
-evidence links built from configured URL templates.
+things that must be markdown: a report's words quoted (inert, in a blockquote), its snapshots
+of the turn it is about among them, and our own links built from configured URL templates.
+Every quote is attributed by its report's source (:func:`neutralise.attribution`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,22 @@ import jinja2
 
 from ..config import DraftsConfig, EvidenceLinks
 from . import neutralise
-from ._inputs import DraftInput
+from ._inputs import EVIDENCE_FIELDS, DraftInput, agent_of, pointers, turn
 from ._marker import marker, update_marker
 
 #: GitHub refuses bodies over 65,536 characters; escaping can grow a text five-fold.
 MAX_BODY = 60_000
 #: The longest value a template prints without a filter (ids, tools, terms).
 MAX_VALUE = 200
+#: The longest pointer an evidence table cell shows (its link, if any, holds all of it).
+CELL_VALUE = 40
+#: How a body names each pointer: in a quoted report's list, and as an evidence table column.
+POINTER_LABELS = {
+    "request_id": "Request", "trace_id": "Trace", "session_id": "Session", "message_id": "Message",
+    "instance_id": "Instance", "timeline_seq": "Timeline step", "audio_key": "Audio",
+}
+#: The order a quoted report lists its pointers in: where it happened first, then what to open.
+_LISTED = ("instance_id", "trace_id", "message_id", "session_id", "timeline_seq", "request_id", "audio_key")
 
 
 class Markdown(str):
@@ -64,16 +74,26 @@ def _environment(markdown: bool = True) -> jinja2.Environment:
     env.filters["quote"] = lambda text, limit=None: Markdown(neutralise.quote(text or "", limit))
     env.filters["day"] = _day
     env.filters["mix"] = _mix
+    env.filters["attribution"] = neutralise.attribution
+    env.filters["reporter"] = neutralise.reporter
+    env.globals["turn"] = turn
     return env
+
+
+def _reporters(draft: DraftInput) -> str:
+    return neutralise.reporters(r.get("source") for r in draft.reports)
 
 
 def render_update(draft: DraftInput, was: int, settings: DraftsConfig) -> str:
     """The comment posted on a filed issue when its cluster grew materially."""
     newest = max(draft.reports, key=lambda r: r["received_at"], default=None)
-    return _environment().get_template("issue_update.md.j2").render(
+    link = _link(settings.links)
+    comment = _environment().get_template("issue_update.md.j2").render(
         marker=Markdown(update_marker(draft.cluster_id, draft.demand["accounts"])),
         d=draft.demand, was=was, newest=newest, limit=settings.quote_chars,
+        who=_reporters(draft), link=link, facts=_facts(link),
     )
+    return re.sub(r"\n{3,}", "\n\n", comment).rstrip("\n") + "\n"
 
 
 def render_title(draft: DraftInput) -> str:
@@ -97,26 +117,48 @@ def render_body(
     return body
 
 
-def _link(links: EvidenceLinks) -> Callable[[dict[str, Any], str], Markdown]:
-    """Our own links: a configured URL template with the id URL-encoded, the id as inert text."""
+Link = Callable[..., Markdown]
 
-    def link(report: dict[str, Any], field: str) -> Markdown:
-        value = report.get(field)
-        if not value:
+
+def _link(links: EvidenceLinks) -> Link:
+    """Our own links: a report's pointer as inert text, linked when a configured URL template
+    has every value it names (each URL-encoded); a pointer it lacks is an empty cell."""
+
+    def link(report: dict[str, Any], field: str, width: int = CELL_VALUE) -> Markdown:
+        value = pointers(report).get(field)
+        if value is None:
             return Markdown("")
-        text = neutralise.inline(value, 40)
-        url = links.url(field, str(value))
+        text = neutralise.inline(value, width)
+        url = links.url(field, EvidenceLinks.values(report))
         return Markdown(f"[{text}]({url})" if url else text)
 
     return link
+
+
+def _facts(link: Link) -> Callable[[dict[str, Any]], list[tuple[str, Markdown]]]:
+    """A quoted report's list: the agent, the surface and every pointer it has, as
+    ``(label, inert markdown)``; a template prints it as a bullet list."""
+
+    def facts(report: dict[str, Any]) -> list[tuple[str, Markdown]]:
+        described = [("Agent", agent_of(report)), ("Surface", (report.get("context") or {}).get("surface"))]
+        listed = [(label, Markdown(neutralise.inline(value, MAX_VALUE))) for label, value in described if value]
+        found = pointers(report)
+        return listed + [(POINTER_LABELS[f], link(report, f, MAX_VALUE)) for f in _LISTED if f in found]
+
+    return facts
 
 
 def _render_body(
     draft: DraftInput, settings: DraftsConfig, limit: int, llm_summary: str | None, llm_model: str | None
 ) -> str:
     evidence = draft.evidence()
+    shown = evidence[: settings.evidence_rows]
+    link = _link(settings.links)
     body = _environment().get_template("issue_body.md.j2").render(
-        link=_link(settings.links),
+        link=link,
+        facts=_facts(link),
+        who=_reporters(draft),
+        columns=[(f, POINTER_LABELS[f]) for f in EVIDENCE_FIELDS if any(f in pointers(r) for r in shown)],
         marker=Markdown(marker(draft.cluster_id)),
         cluster_id=draft.cluster_id,
         service=draft.service,
@@ -126,8 +168,21 @@ def _render_body(
         llm_model=llm_model,
         quoted=draft.reports[: settings.quoted_reports],
         suggestions=draft.suggestions(settings.suggestions),
-        evidence=evidence[: settings.evidence_rows],
+        evidence=shown,
         more_evidence=max(0, len(evidence) - settings.evidence_rows),
         limit=limit,
     )
     return re.sub(r"\n{3,}", "\n\n", body)
+
+
+def render_emptied(cluster_id: int) -> str:
+    """The body of a filed issue whose every report was erased: the marker (so a later run still
+    finds the issue) and a sentence saying why nothing is quoted."""
+    return _environment().get_template("issue_emptied.md.j2").render(marker=Markdown(marker(cluster_id)))
+
+
+def render_filed_by_hand(cluster_id: int, url: str) -> str:
+    """The body of a draft that follows an issue someone filed by hand: never published, but
+    ``drafts show``/``edit`` need the marker and a line saying where the real issue is."""
+    template = _environment().get_template("issue_filed_by_hand.md.j2")
+    return template.render(marker=Markdown(marker(cluster_id)), url=Markdown(neutralise.inline(url, MAX_VALUE)))

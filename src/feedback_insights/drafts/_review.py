@@ -127,8 +127,9 @@ def save_edit(warehouse: Warehouse, draft_id: int, actor: str, text: str) -> lis
     now = now_utc()
     with transaction(warehouse.con):
         warehouse.con.execute(
-            """UPDATE drafts SET title = ?, labels = ?, workaround = ?, body = ?, edited = true, updated_at = ?
-               WHERE id = ?""",
+            # A maintainer's edit is the answer to "still quotes an erased report" (stale).
+            """UPDATE drafts SET title = ?, labels = ?, workaround = ?, body = ?, edited = true, updated_at = ?,
+                   stale = false WHERE id = ?""",
             [fields["title"], fields["labels"], fields["workaround"], fields["body"], now, draft_id],
         )
         record_action(warehouse, draft_id, "edited", actor, {"fields": changed})

@@ -15,12 +15,19 @@ before it reaches an issue, so that it can only ever be *text*:
 
 Escaping cannot be undone by the text: a backslash in the input is itself escaped first, and
 an entity in the input is escaped (``\\&``) so it cannot spell an ``@`` or a ``#``.
+
+Shown, never stated as fact: every quote is attributed to who said it (:func:`attribution`),
+by the report's canonical ``source``, in issue bodies, update comments, LLM prompts and the
+digest alike, so that an owner's complaint is never presented as an agent's, nor either as
+established.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 ZWSP = "&#8203;"
 #: Every character CommonMark lets a backslash escape that has a meaning somewhere.
@@ -101,3 +108,56 @@ def truncate(text: str, limit: int | None) -> str:
     cut = text[: limit - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
+
+
+# -- attribution -------------------------------------------------------------------------------
+
+_AGENT_SOURCES = frozenset({"agent_authored", "agent_solicited"})
+_OBSERVERS = {"runtime_observed": "The runtime", "server_observed": "The server"}
+#: Dialects whose rating is a thumb (stored as 1 or 5), not a point on a 1–5 scale.
+_THUMBS = frozenset({"session", "rfc026"})
+
+
+def reporter(report: Mapping[str, Any]) -> str:
+    """Who a report is from, as a sentence starts: "An agent", "The owner" (an in-session row is
+    the instance owner's own), "A user", "The runtime", "The server", or "A report" when the
+    source is unknown."""
+    source = report.get("source")
+    if source in _AGENT_SOURCES:
+        return "An agent"
+    if source in _OBSERVERS:
+        return _OBSERVERS[source]
+    if source == "human_authored":
+        return "The owner" if report.get("dialect") == "session" else "A user"
+    return "A report"
+
+
+def _rated(report: Mapping[str, Any]) -> str:
+    rating = int(report["rating"])
+    if report.get("dialect") in _THUMBS:
+        return "👍" if rating >= 4 else "👎"
+    return f"{rating} of 5"
+
+
+def attribution(report: Mapping[str, Any], wrote: bool = True) -> str:
+    """What precedes a report's quoted words: "An agent reported", "The owner reported", "A
+    user rated it 👎 and wrote" (a person's rating with a comment; ``wrote=False`` when there is
+    none), "The runtime observed", or "A report said" when the source is unknown. Reads the
+    canonical ``source``, ``dialect`` and ``rating``; an agent's satisfaction score is not a
+    person's rating and is not mentioned."""
+    who = reporter(report)
+    source = report.get("source")
+    if source in _OBSERVERS:
+        return f"{who} observed"
+    if source == "human_authored" and report.get("rating") is not None:
+        return f"{who} rated it {_rated(report)}" + (" and wrote" if wrote else "")
+    return "A report said" if who == "A report" else f"{who} reported"
+
+
+def reporters(sources: Iterable[str | None]) -> str:
+    """Who reported a cluster, for "… from N accounts reported": "Agents", "People" or "Agents
+    and people". Runtime and server observations count with the agents whose calls they saw."""
+    kinds = {"people" if source == "human_authored" else "agents" for source in sources if source}
+    if kinds == {"people"}:
+        return "People"
+    return "Agents and people" if "people" in kinds else "Agents"

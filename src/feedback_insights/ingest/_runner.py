@@ -29,12 +29,13 @@ import duckdb
 from ..config import Config
 from ..core import now_utc
 from ..privacy import Pseudonymiser, scrub_text
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, erase_records
+from ._normalise import Processed
 from ._raw import RawItem
 from ._readers import LineBlock
 from ._staging import StagedBatch, prepare
 from ._store import BatchCounts, abort_unfinished, cursors, finish_run, start_run, store_batch
-from .sources import CollectorError, Source, open_source
+from .sources import Batch, CollectorError, Source, open_source
 
 #: Told about each stored batch: (source name, items in it).
 OnBatch = Callable[[str, int], None]
@@ -50,10 +51,18 @@ class IngestSummary:
     errors: list[str] = field(default_factory=list)
     #: Earlier runs that never finished (killed), marked aborted by this one.
     aborted: list[int] = field(default_factory=list)
+    #: Records forgotten because their source deleted them.
+    forgotten: int = 0
 
     def line(self) -> str:
         c = self.counts
         text = f"new {c.new} · already stored {c.already} · retries {c.retries} · quarantined {c.quarantined}"
+        if c.status_changes:
+            text += f" · status changes {c.status_changes}"
+        if c.identifiers:
+            text += f" · {c.identifiers} ids held personal data or a secret (stored as keyed hashes)"
+        if self.forgotten:
+            text += f" · forgotten {self.forgotten} (deleted at the source)"
         if self.aborted:
             runs = ", ".join(map(str, self.aborted))
             text += f" · earlier run{'s' if len(self.aborted) > 1 else ''} {runs} never finished: marked aborted"
@@ -147,6 +156,7 @@ def _ingest_source(
             on_batch(source.name, counts.new + counts.already + counts.quarantined)
 
     for batch in source.batches(cursors(warehouse, source.name)):
+        deletes = bool(batch.deleted) or batch.present is not None
         options = {
             "collector": source.name,
             "source_uri": batch.source_uri,
@@ -157,11 +167,33 @@ def _ingest_source(
             "pseudonymise": pseudonymise,
             "prevalidated": source.prevalidated,
         }
-        in_flight.append((stager.submit(batch.items, options), batch.source_uri, batch.cursor))
-        while len(in_flight) > stager.depth:
+        # A batch that deletes moves its cursor only once the deletions are done too.
+        in_flight.append((stager.submit(batch.items, options), batch.source_uri, {} if deletes else batch.cursor))
+        while len(in_flight) > stager.depth or (deletes and in_flight):
             store_oldest()
+        if deletes:
+            summary.forgotten += _forget_deleted(warehouse, source.name, batch, summary)
+            store_batch(warehouse, Processed(), collector=source.name, source_uri=batch.source_uri, run_id=run_id,
+                        cursor=batch.cursor)
     while in_flight:
         store_oldest()
+
+
+def _forget_deleted(warehouse: Warehouse, collector: str, batch: Batch, summary: IngestSummary) -> int:
+    """Erase the records ``batch`` says its source no longer holds; returns how many."""
+    keys = [(collector, record_id) for record_id in batch.deleted]
+    if batch.present is not None:
+        stored = [row[0] for row in warehouse.con.execute(
+            "SELECT id FROM records WHERE collector = ? ORDER BY id", [collector]).fetchall()]
+        if stored and not batch.present:
+            summary.fail(f"{collector}: the source lists no rows while {len(stored)} of its records are stored; "
+                         "nothing was forgotten (a wrong path or table?). To forget them: feedback-insights forget")
+        else:
+            present = set(batch.present)
+            keys += [(collector, record_id) for record_id in stored if record_id not in present]
+    if not keys:
+        return 0
+    return erase_records(warehouse.con, keys, f"source {collector}", "deleted at the source").records
 
 
 @contextmanager

@@ -51,9 +51,20 @@ SELECT
     s.category, s.outcome, s.severity, s.summary, s.goal, s.detail, s.tool, s.method,
     s.expected, s.actual, s.suggestion, s.workaround, s.rating, s.request_id, s.session_id,
     s.trace_id, s.message_id, s.agent, s.evidence, s.context, s.metadata, s.original,
-    s.content_hash, d.duplicate_of, $source_uri, $run_id, $now, s.redactions
+    s.content_hash, d.duplicate_of, $source_uri, $run_id, $now, s.redactions, s.status, s.issue_url
 FROM decided d JOIN staged s ON s.row = d.row
-RETURNING duplicate_of
+RETURNING collector, id, status, issue_url, coalesce(CAST(json_extract(redactions, '$.identifier') AS INTEGER), 0),
+          duplicate_of
+"""
+
+# A report read again (an in-session row whose updated_at moved) brings its current status.
+_UPDATE_STATUS = """
+UPDATE records r SET status = s.status, issue_url = s.issue_url
+FROM (SELECT collector, id, status, issue_url FROM staged WHERE status IS NOT NULL
+      QUALIFY row_number() OVER (PARTITION BY collector, id ORDER BY row DESC) = 1) s
+WHERE r.collector = s.collector AND r.id = s.id
+  AND (r.status IS DISTINCT FROM s.status OR r.issue_url IS DISTINCT FROM s.issue_url)
+RETURNING r.collector, r.id, r.status, r.issue_url
 """
 
 _UPSERT_QUARANTINE = """
@@ -73,12 +84,18 @@ class BatchCounts:
     already: int = 0
     retries: int = 0
     quarantined: int = 0
+    #: Stored reports whose source now reports another status or issue.
+    status_changes: int = 0
+    #: Ids of new records that carried personal data or a secret (stored as keyed hashes).
+    identifiers: int = 0
 
     def add(self, other: BatchCounts) -> None:
         self.new += other.new
         self.already += other.already
         self.retries += other.retries
         self.quarantined += other.quarantined
+        self.status_changes += other.status_changes
+        self.identifiers += other.identifiers
 
 
 def abort_unfinished(warehouse: Warehouse) -> list[int]:
@@ -136,9 +153,16 @@ def store_batch(
                 stored = con.execute(
                     _INSERT_RECORDS, {"source_uri": source_uri, "run_id": run_id, "now": now}
                 ).fetchall()
+                changed = con.execute(_UPDATE_STATUS).fetchall()
             counts.new = len(stored)
             counts.already = staged.records.num_rows - counts.new
-            counts.retries = sum(1 for (duplicate_of,) in stored if duplicate_of is not None)
+            counts.retries = sum(1 for *_, duplicate_of in stored if duplicate_of is not None)
+            counts.status_changes = len(changed)
+            counts.identifiers = sum(identifiers for *_, identifiers, _ in stored)
+            seen = [(c, i, status, url, now, run_id) for c, i, status, url, *_ in stored if status is not None]
+            seen += [(*row, now, run_id) for row in changed]
+            if seen:
+                con.executemany("INSERT INTO record_status_history VALUES (?, ?, ?, ?, ?, ?)", seen)
         if staged.quarantine is not None:
             with registered(con, "staged_quarantine", staged.quarantine):
                 con.execute(_UPSERT_QUARANTINE, {"now": now, "run_id": run_id})

@@ -1,6 +1,7 @@
 """The publishing stage: approved drafts filed on GitHub exactly once; issue state read back;
 then every sink told (known_issue entries to collectors, filed in-session rows written back)."""
 
+from ._erasure import BodySync, ForgetRun, forget, records_to_forget, resync_erased
 from ._github import GitHubError, IssueState, IssueTracker
 from ._known_issues import deliver_known_issues, fingerprints, known_issue, payloads
 from ._sinks import Sink, SinkResult
@@ -8,6 +9,8 @@ from ._stage import PublishRun, publish, publish_configured
 from ._write_back import write_back
 
 __all__ = [
+    "BodySync",
+    "ForgetRun",
     "GitHubError",
     "IssueState",
     "IssueTracker",
@@ -16,9 +19,12 @@ __all__ = [
     "SinkResult",
     "deliver_known_issues",
     "fingerprints",
+    "forget",
     "known_issue",
     "payloads",
     "publish",
     "publish_configured",
+    "records_to_forget",
+    "resync_erased",
     "write_back",
 ]

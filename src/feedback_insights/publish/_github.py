@@ -307,6 +307,19 @@ class IssueTracker:
             raise GitHubError(f"{repo_name}#{number}: the comment may not have been posted: {type(exc).__name__}") from None
         return True
 
+    def body(self, repo_name: str, number: int) -> str:
+        """The issue's body as it is on GitHub now (a maintainer may have edited it)."""
+        repo = self.repo(repo_name)
+        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
+        return issue.body or ""
+
+    def replace_body(self, repo_name: str, number: int, body: str) -> None:
+        """Set the issue's body (a PATCH: safe to repeat)."""
+        _check_fits(repo_name, body, [])
+        repo = self.repo(repo_name)
+        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
+        self._call(repo_name, f"editing {repo_name}#{number}", lambda: issue.edit(body=body))
+
     def state(self, repo_name: str, number: int) -> IssueState:
         """The issue's state; a transferred issue's (the 301 is followed), with where it is now."""
         repo = self.repo(repo_name)

@@ -17,6 +17,7 @@ from ..core import SINKS, now_utc
 from ..drafts import PIPELINE_ACTOR, draft_input, grew_materially, record_action, render_update, update_marker
 from ..ingest import CollectorClient
 from ..warehouse import Warehouse, transaction
+from ._erasure import resync_erased
 from ._github import GitHubError, IssueState, IssueTracker
 from ._sinks import SinkResult
 
@@ -25,6 +26,7 @@ _CLUSTER_STATUS = {"fixed": "fixed", "wont_fix": "wont_fix"}
 
 _DRAFTS = """
 SELECT d.id, d.cluster_id, d.title, d.body, d.labels, d.repo, d.issue_number, d.issue_url, d.known_status, c.service,
+       d.drafted_by,
        d.accounts, d.reports, d.blocking_reports,
        c.status AS cluster_status, c.merged_into
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
@@ -44,6 +46,10 @@ class PublishRun:
     skipped: list[str] = field(default_factory=list)
     #: What each sink did, by its registered name.
     sinks: dict[str, SinkResult] = field(default_factory=dict)
+    #: Filed issues whose body was re-rendered without an erased report.
+    bodies_rewritten: list[str] = field(default_factory=list)
+    #: Filed issues quoting an erased report that a person must change (edited since filing).
+    to_check: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -65,6 +71,7 @@ class PublishRun:
             f"{len(self.status_changes)} status changes, {len(self.updates)} demand updates, "
             f"{self.deliveries.sent} known_issue updates sent "
             f"({self.deliveries.unchanged} unchanged), {self.written_back} rows written back{others}"
+            + (f", {len(self.bodies_rewritten)} issue bodies rewritten after an erasure" if self.bodies_rewritten else "")
         )
 
 
@@ -98,9 +105,14 @@ def publish(
         _file(config, warehouse, tracker, draft, run)
     figures = {row["cluster_id"]: row for row in demand(warehouse, half_life_days=config.demand.half_life_days).iter_rows(named=True)}
     for draft in warehouse.con.sql(_DRAFTS, params={"status": "filed"}).pl().to_dicts():
+        if not _ours(config, draft):
+            continue  # filed by hand somewhere we do not publish: its state is not ours to read
         _sync(config, warehouse, tracker, draft, run)
         if draft["cluster_id"] in figures and grew_materially(figures[draft["cluster_id"]], draft, config.drafts):
             _update_demand(config, warehouse, tracker, draft, figures[draft["cluster_id"]], run)
+    erased = resync_erased(config, warehouse, tracker)
+    run.bodies_rewritten, run.to_check = erased.rewritten, erased.to_check
+    run.errors.extend(erased.errors)
     for name, sink in SINKS.items().items():
         run.sinks[name] = result = sink(config, warehouse, collectors)
         run.errors.extend(result.errors)
@@ -137,12 +149,21 @@ def _file(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: di
     with transaction(warehouse.con):
         warehouse.con.execute(
             """UPDATE drafts SET status = 'filed', repo = ?, issue_number = ?, issue_url = ?, filed_at = ?,
-                   known_status = ?, updated_at = ? WHERE id = ?""",
+                   known_status = ?, updated_at = ?, filed_body_sha256 = sha256(body) WHERE id = ?""",
             [repo, state.number, state.url, now, status, now, draft["id"]],
         )
         _set_cluster_status(warehouse, draft["cluster_id"], status, state)
         record_action(warehouse, draft["id"], "filed" if created else "adopted", PIPELINE_ACTOR, {"url": state.url})
     (run.filed if created else run.adopted).append((draft["id"], state.url))
+
+
+def _ours(config: Config, draft: dict[str, Any]) -> bool:
+    """Whether the filed issue is in a repository this configuration publishes to: every issue
+    we filed is; one a person filed by hand may be anywhere."""
+    if draft["drafted_by"] != "hand":
+        return True
+    return draft["repo"] is not None and draft["repo"].lower() in {
+        repo.lower() for repo in (*config.github.repos.values(), config.github.default_repo) if repo}
 
 
 def _sync(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], run: PublishRun) -> None:

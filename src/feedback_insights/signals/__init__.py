@@ -1,11 +1,14 @@
 """The signals stage: RFC-026 §2.4 heuristic signals (sentiment, specificity, topics,
-expectation gap, severity language) for every stored record, computed without an LLM."""
+expectation gap, severity language) of every stored record's comment, computed without an LLM."""
 
+from ..core.vocabulary import DOMAIN_LEXICON
 from ._heuristics import (
-    DOMAIN_LEXICON,
+    COMMENT_FIELDS,
+    NO_SIGNALS,
     SOURCE,
     TONE_FIELDS,
     Signals,
+    comment_fields,
     compute,
     expectation_gap,
     sentiment,
@@ -16,10 +19,13 @@ from ._heuristics import (
 from ._stage import score_new_records
 
 __all__ = [
+    "COMMENT_FIELDS",
     "DOMAIN_LEXICON",
+    "NO_SIGNALS",
     "SOURCE",
     "TONE_FIELDS",
     "Signals",
+    "comment_fields",
     "compute",
     "expectation_gap",
     "score_new_records",

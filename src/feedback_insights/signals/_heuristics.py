@@ -1,17 +1,24 @@
 """RFC-026 §2.4 heuristic signals of a feedback record, computed without an LLM.
 
 RFC-026 lets a collector attach an ``nlp`` object (sentiment, specificity, topics,
-expectation_gap, severity_language) to a report. Most dialects carry none, so we compute the
-same five values for every record, from its text alone, and store :data:`SOURCE` beside them so
-that a collector's ``nlp`` object and ours are never confused.
+expectation_gap, severity_language) to a report: a "lightweight heuristic analysis of comment
+text". Most dialects carry none, so we compute the same five values for every record and store
+:data:`SOURCE` beside them, so that a collector's ``nlp`` object (kept as provided under
+``records.metadata.nlp``, never used for ranking: nobody knows how it was computed) and ours
+are never confused.
+
+**The comment** is what RFC-026 analyses: the reporter's own words about what happened, which
+is not every text field of every dialect (:data:`COMMENT_FIELDS`). An RFC-026 message's
+``goal`` is the person's question to the AI and its ``actual`` the AI's reply: the exchange
+being rated, not what was said about it. An agent's report, by contrast, is its own words
+throughout, ``expected`` and ``actual`` included (the Agent Feedback Spec's "what the agent
+expected, what it got, what the gap cost"). A record with no comment has no signals: all five
+are None (NULL in the warehouse), never a neutral 0.0 / "medium" that would read as a measurement.
 
 Sentiment is VADER's compound score (Hutto & Gilbert 2014) with its lexicon *extended* for the
-way agents write: technical, terse, rarely emotional. Plain VADER reads "returned 500",
-"silently truncated" or "had to page through 40 calls" as neutral. We add the words and phrases
-agents use for failure, friction and praise to VADER's own lexicon (never changing a word VADER
-already scores), so VADER's negation, booster and "but" rules apply to them too: "not helpful"
-and "no timeout" still flip. ``benchmarks/signals.py`` checks that this does not cost accuracy
-on VADER's human-rated tweets and reviews.
+way agents write (:func:`feedback_insights.core.vocabulary.sentiment`, shared with the lane
+derivation at ingest); ``benchmarks/signals.py`` checks that this does not cost accuracy on
+VADER's human-rated tweets and reviews.
 
 The signals describe the text, not the record: ``rating`` and ``lane`` are stored beside them,
 so folding those in would count them twice and hide a thumbs-up that came with an angry comment.
@@ -23,149 +30,54 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
 from ..core import TEXT_FIELDS
+from ..core.vocabulary import HTTP_ERROR_STATUS, sentiment, sentiment_lexicon, sep2369_summary
 
-SOURCE = "feedback-insights/heuristics-v1"
+#: Bumped whenever a signal changes meaning: rows computed by an older version are recomputed.
+SOURCE = "feedback-insights/heuristics-v2"
 
 #: Text fields written in the reporter's own voice: sentiment and severity read only these.
-#: ``goal`` says what the agent was doing, ``expected`` and ``actual`` what the system should
-#: have done and did (RFC-026 and in-session ``actual`` quote the assistant's reply verbatim:
-#: "Yes, it looks good to merge"). They add topics, detail and the expectation gap, not tone.
+#: ``goal`` says what the reporter was doing, ``expected`` and ``actual`` what the system should
+#: have done and did. They add topics, detail and the expectation gap, not tone.
 TONE_FIELDS = tuple(name for name in TEXT_FIELDS if name not in ("goal", "expected", "actual"))
 
-
-# --- sentiment ---------------------------------------------------------------------------------
-
-#: Words VADER does not score, on VADER's scale (-4 … +4, its own words mostly ±0.5 … ±3).
-#: Words common in general English get modest weights, so reviews and tweets keep their score.
-#: Left out on purpose, because the human-rated texts of the benchmark use them neutrally or the
-#: other way round: "predictable" (a predictable plot), "exactly" (exactly the problem),
-#: "quickly", "worked" (worked all day).
-DOMAIN_LEXICON: dict[str, float] = {
-    # failure and friction
-    "timeout": -1.5, "timeouts": -1.5, "crashed": -2.0, "crashes": -2.0, "crashing": -2.0,
-    "truncated": -1.5, "truncates": -1.5, "truncation": -1.2, "silently": -1.0,
-    "undocumented": -1.5, "unusable": -2.3, "unreliable": -1.8, "buggy": -2.0, "glitchy": -1.5,
-    "flaky": -1.5, "laggy": -1.3, "bug": -1.0, "bugs": -1.0, "glitch": -1.2, "slow": -1.0,
-    "inconsistent": -1.2, "ambiguous": -0.8, "opaque": -1.0, "cryptic": -1.2,
-    "unhelpful": -1.8, "invalid": -0.8, "lacks": -1.0, "lacking": -1.2, "impossible": -1.3,
-    "tedious": -1.6, "stale": -0.8, "workaround": -0.8, "workarounds": -0.8, "retry": -0.5,
-    "retries": -0.5, "retried": -0.5, "retrying": -0.5, "throttled": -1.2,
-    "hallucinated": -1.8, "hallucination": -1.8, "regression": -1.2, "deprecated": -0.5,
-    "leaks": -1.4, "leaking": -1.4,
-    # praise
-    "works": 1.0, "reliable": 1.5, "reliably": 1.2, "fast": 1.0, "intuitive": 1.5,
-    "seamless": 1.6, "seamlessly": 1.5, "smooth": 1.2, "smoothly": 1.2, "straightforward": 1.0,
-    "actionable": 1.2, "precise": 1.0, "handy": 1.0, "well-documented": 1.5, "correct": 0.8,
-    "correctly": 0.8,
-    # multi-word cues, rewritten to one token each by _TONE_REWRITES
-    "http_error": -1.0, "no_way_to": -1.5, "had_to": -1.0, "timed_out": -1.5,
-    "not_working": -1.8, "no_error_message": -1.2, "nothing_happened": -1.0, "not_found": -0.8,
-    "rate_limited": -1.0, "gave_up": -1.2, "out_of_memory": -1.5,
-    "just_works": 1.8, "works_as_expected": 1.5, "exactly_right": 1.5, "first_try": 1.0,
-    "spot_on": 2.0,
+#: The text fields that are the comment, per dialect (read from each dialect module's mapping):
+#:
+#: - ``rfc026``: ``summary`` (the message's ``comment``). Its ``goal`` is ``context.user_query``
+#:   and its ``actual`` ``context.ai_response_snippet``: what was rated, not the rating's words.
+#: - ``session``: ``summary`` (the row's ``body``); the rated turn's text is kept in ``evidence``.
+#: - ``sep2369``: ``summary``, when it is the item's ``observation`` (see :func:`comment_fields`).
+#: - ``afp`` (``message``, ``goal``, ``expected``, ``suggestion``, ``workaround_description``),
+#:   ``afs`` (``summary``, ``detail``, ``goal``, ``expected``, ``actual``, ``suggested_fix``) and
+#:   any dialect not listed: every text field, all of them the reporting agent's own.
+COMMENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "rfc026": ("summary",),
+    "session": ("summary",),
+    "sep2369": ("summary",),
 }
 
-#: What each multi-word token stands for. VADER scores single tokens, so the phrase becomes one
-#: token it can look up (and still negate). A token the lexicon does not score is neutral on
-#: purpose: an "error message" or "error format" is a feature under discussion ("clear error
-#: messages"), not a report that something failed.
-PHRASES: dict[str, str] = {
-    "error_term": r"validation errors?|errors?(?= (?:messages?|codes?|shapes?|formats?|handling))",
-    "no_way_to": r"no way to",
-    "had_to": r"had to",
-    "timed_out": r"timed out",
-    "not_working": r"(?:does|did|do|will|would)(?:n['’]?t| not) work|not working|stopped working",
-    "no_error_message": r"(?:no|without an?) (?:useful |helpful )?error (?:message|detail|code)s?",
-    "nothing_happened": r"nothing happened",
-    "not_found": r"not found",
-    "rate_limited": r"rate[- ]limited",
-    "gave_up": r"(?:gave|give|giving) up",
-    "out_of_memory": r"out of memory|oom[- ]?killed",
-    "just_works": r"just works?",
-    "works_as_expected": r"works? as (?:expected|documented|advertised)",
-    "exactly_right": r"exactly (?:right|what (?:i|we) (?:needed|wanted))",
-    "first_try": r"(?:on the |at the )?first (?:try|attempt)",
-    "spot_on": r"spot on",
-}
 
-_STATUS = r"[45](?:\d\d|xx)"
-_STATUS_LEADS = (
-    r"returned|returns?|returning|responded with|got|gets|getting|throws|threw|raised"
-    r"|(?:fails|failed|dies|died|errors|errored) with|with an?"
-)
-_COUNTED = (
-    r"rows?|records?|items?|results?|entries|objects?|lines?|pages?|bytes?|chars?|characters"
-    r"|tokens?|ms|seconds?|calls?|requests?|people|users?|times"
-)
-_STATUS_REASONS = (
-    r"error|response|status|body|bad request|unauthori[sz]ed|forbidden|not found|method not"
-    r"|conflict|gone|too many|unprocessable|internal|bad gateway|service unavailable|gateway time"
-)
-#: A 4xx/5xx number counts as an HTTP error status when HTTP wording surrounds it, not when it
-#: counts something ("returned 500 rows").
-HTTP_ERROR_STATUS = (
-    "(?i:"
-    + "|".join(
-        [
-            rf"\b(?:http(?:/[\d.]+)?|status(?: code)?|code|error)[\s:=]*{_STATUS}s?\b",  # HTTP 500
-            rf"\b(?:{_STATUS_LEADS})\s+(?:an?\s+)?(?:bare\s+)?{_STATUS}s?\b(?!\s+(?:{_COUNTED})\b)",
-            rf"\b{_STATUS}(?=\s+(?:{_STATUS_REASONS}))",  # 400 Bad Request, the 429 body
-            r"\b[45](?:\d\ds|xx)\b",  # random 502s, 5xx
-        ]
-    )
-    + ")"
-)
-_STATUS_CODE = re.compile(_STATUS + "s?")
+def comment_fields(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The text fields of ``record`` that are its comment (:data:`COMMENT_FIELDS`).
 
-#: One pass over the text before VADER sees it: each domain phrase becomes its lexicon token,
-#: an HTTP error status becomes ``http_error`` (its surrounding words are kept), and literal
-#: payloads (``{...}`` JSON, backticked code) are dropped: ``{"status":"ok"}`` is evidence,
-#: not tone. The word-start guard lets the engine skip mid-word positions (3x faster).
-_TONE_REWRITES = re.compile(
-    r"(?P<payload>\{[^{}]*\}|`[^`]*`)|(?<!\w)(?=\w)(?:"
-    + "|".join(
-        [f"(?P<http_error>{HTTP_ERROR_STATUS})"]
-        + [rf"(?P<{token}>(?:{phrase})(?!\w))" for token, phrase in PHRASES.items()]
-    )
-    + ")",
-    re.IGNORECASE,
-)
+    A SEP-2369 item without an ``observation`` is summarised by its category, subcategory and
+    tool so that it can still be embedded; that label is nobody's words, so such an item has
+    no comment."""
+    dialect = record.get("dialect")
+    if dialect == "sep2369" and record.get("summary") == _sep2369_label(record):
+        return ()
+    return COMMENT_FIELDS.get(str(dialect), TEXT_FIELDS)
 
 
-def _as_lexicon_tokens(match: re.Match[str]) -> str:
-    """The replacement for one :data:`_TONE_REWRITES` match, padded so it stays a token."""
-    kind = match.lastgroup
-    if kind == "payload":
-        return " "
-    if kind == "http_error":
-        return _STATUS_CODE.sub(" http_error ", match.group(), count=1)
-    return f" {kind} "
-
-
-@cache
-def _analyzer() -> SentimentIntensityAnalyzer:
-    """One VADER analyzer per process (reading its lexicon takes ~30 ms), extended once."""
-    analyzer = SentimentIntensityAnalyzer()
-    analyzer.lexicon.update(DOMAIN_LEXICON)
-    return analyzer
-
-
-#: VADER rescans the whole text for every sentiment word, so its cost grows with the square of
-#: the length (10,000 characters take ~0.2 s). Past ~500 words a report is quoting logs and
-#: payloads, which carry no tone, so sentiment reads this much and stays under ~20 ms.
-MAX_TONE_CHARS = 3000
-
-
-def sentiment(text: str) -> float:
-    """-1.0 (frustrated) … 1.0 (positive): VADER's compound on the domain-extended lexicon."""
-    rewritten = _TONE_REWRITES.sub(_as_lexicon_tokens, text[:MAX_TONE_CHARS])
-    return _analyzer().polarity_scores(rewritten)["compound"]
+def _sep2369_label(record: Mapping[str, Any]) -> str | None:
+    """The summary the SEP-2369 dialect makes for an item without an observation."""
+    metadata = record.get("metadata")
+    item = metadata.get("sep2369") if isinstance(metadata, Mapping) else None
+    if not isinstance(item, Mapping) or not isinstance(item.get("category"), str):
+        return None
+    return sep2369_summary(item["category"], item.get("subcategory"), record.get("tool"))
 
 
 # --- specificity --------------------------------------------------------------------------------
@@ -268,8 +180,10 @@ GENERIC_WORDS = frozenset(
 #: Problem areas that VADER's lexicon happens to score; they are still subjects, not verdicts.
 TOPIC_NOUNS = frozenset({"security", "safety", "crash", "leak", "support", "alert", "warning"})
 
-#: A word, with any apostrophe tail so that contractions ("doesn't") can be told apart.
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:['’][A-Za-z]+)?")
+#: A word, hyphenated compounds whole ("cross-account", "rate-limit": RFC-026's own example
+#: topics keep them so), with any apostrophe tail so that contractions ("doesn't") can be told
+#: apart. Each part of a compound starts with a letter, so "page-2" is "page".
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z][A-Za-z0-9_]*)*(?:['’][A-Za-z]+)?")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _PATH_MARKS = frozenset("/?&")
 #: Random ids (``req_8f2c1a``, ``sess_42``, ``01JAX3ZK``) and versions (``v2``) are not topics.
@@ -297,7 +211,7 @@ def topics(text: str, limit: int = 6) -> list[str]:
     "timeout": verdicts, not subjects) except the problem areas in :data:`TOPIC_NOUNS`.
     Possessives are folded, and a plural is merged into its singular when both occur.
     """
-    lexicon = _analyzer().lexicon
+    lexicon = sentiment_lexicon()
     scores: dict[str, int] = {}
     for match in _WORD.finditer(_REDACTED.sub(" ", text)):
         token = match.group()
@@ -307,7 +221,8 @@ def topics(text: str, limit: int = 6) -> list[str]:
         if word in lexicon and word not in TOPIC_NOUNS:
             continue
         preceding = match.string[match.start() - 1] if match.start() else ""
-        past_tense = token.isalpha() and word.endswith("ed") and not word.endswith("eed")
+        last = word.rpartition("-")[2]  # "rate-limited" is a participle like "limited"
+        past_tense = last.isalpha() and last.endswith("ed") and not last.endswith("eed")
         if preceding == "=" or past_tense:
             continue
         scores[word] = scores.get(word, 0) + _topic_weight(token, preceding)
@@ -349,8 +264,11 @@ EXPECTATION_GAP = re.compile(
 
 
 def expectation_gap(text: str, expected: str | None = None, actual: str | None = None) -> bool:
-    """True when the text says "expected X but got Y" (in any of its forms), or the report
-    fills in what it expected or what actually happened."""
+    """True when the text says "expected X but got Y" (in any of its forms), or the reporter
+    filled in, in its own words, what it expected or what it got: the Agent Feedback Spec's
+    ``expected`` / ``actual`` are that pattern as fields. Pass ``expected`` and ``actual`` only
+    when they are the reporter's words (:func:`compute` does): an RFC-026 ``actual`` is the
+    AI's reply that was rated, and says nothing about a gap."""
     if (expected and expected.strip()) or (actual and actual.strip()):
         return True
     return EXPECTATION_GAP.search(text) is not None
@@ -411,24 +329,30 @@ def _severity(text: str, feeling: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """The five RFC-026 §2.4 values for one record. ``topics`` is a tuple so the whole value
-    is immutable and hashable; :meth:`as_dict` gives the JSON shape, with :data:`SOURCE`."""
+    """The five RFC-026 §2.4 values for one record, each None when the record has no comment
+    (or, for sentiment and severity, no words in its own voice: :data:`TONE_FIELDS`).
+    ``topics`` is a tuple so the whole value is immutable and hashable; :meth:`as_dict` gives
+    the JSON shape, with :data:`SOURCE`."""
 
-    sentiment: float
-    specificity: float
-    topics: tuple[str, ...]
-    expectation_gap: bool
-    severity_language: str
+    sentiment: float | None
+    specificity: float | None
+    topics: tuple[str, ...] | None
+    expectation_gap: bool | None
+    severity_language: str | None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "sentiment": self.sentiment,
             "specificity": self.specificity,
-            "topics": list(self.topics),
+            "topics": None if self.topics is None else list(self.topics),
             "expectation_gap": self.expectation_gap,
             "severity_language": self.severity_language,
             "source": SOURCE,
         }
+
+
+#: What a record without a comment has.
+NO_SIGNALS = Signals(None, None, None, None, None)
 
 
 def _joined(record: Mapping[str, Any], fields: tuple[str, ...]) -> str:
@@ -437,24 +361,28 @@ def _joined(record: Mapping[str, Any], fields: tuple[str, ...]) -> str:
     return "\n".join(value for value in values if isinstance(value, str) and value.strip())
 
 
-def compute(record: Mapping[str, Any]) -> Signals:
-    """All five signals of a canonical record, with VADER run once.
+def _own(record: Mapping[str, Any], name: str, fields: tuple[str, ...]) -> str | None:
+    value = record.get(name)
+    return value if name in fields and isinstance(value, str) else None
 
-    Every text field feeds specificity, topics and the expectation gap (which also counts a
-    filled-in ``expected`` or ``actual``); only :data:`TONE_FIELDS` feed sentiment and severity.
+
+def compute(record: Mapping[str, Any]) -> Signals:
+    """All five signals of a canonical record's comment (:func:`comment_fields`), VADER run once.
+
+    The comment's every field feeds specificity, topics and the expectation gap (which also
+    counts the reporter's own ``expected`` or ``actual``); only its :data:`TONE_FIELDS` feed
+    sentiment and severity. No comment, no signals (:data:`NO_SIGNALS`).
     """
-    all_text = _joined(record, TEXT_FIELDS)
-    tone_text = _joined(record, TONE_FIELDS)
-    feeling = sentiment(tone_text)
-    expected, actual = record.get("expected"), record.get("actual")
+    fields = comment_fields(record)
+    comment = _joined(record, fields)
+    if not comment:
+        return NO_SIGNALS
+    tone = _joined(record, tuple(name for name in fields if name in TONE_FIELDS))
+    feeling = sentiment(tone) if tone else None
     return Signals(
         sentiment=feeling,
-        specificity=specificity(all_text),
-        topics=tuple(topics(all_text)),
-        expectation_gap=expectation_gap(
-            all_text,
-            expected if isinstance(expected, str) else None,
-            actual if isinstance(actual, str) else None,
-        ),
-        severity_language=_severity(tone_text, feeling),
+        specificity=specificity(comment),
+        topics=tuple(topics(comment)),
+        expectation_gap=expectation_gap(comment, _own(record, "expected", fields), _own(record, "actual", fields)),
+        severity_language=None if feeling is None else _severity(tone, feeling),
     )

@@ -6,9 +6,10 @@ stage.
 """
 
 from ._connection import Warehouse
+from ._erase import Erasure, erase_records, key_sha256
 from ._lock import exclusive
 from ._migrations import migrate
 from ._parquet import export_parquet, import_parquet
 from ._sql import registered, transaction
 
-__all__ = ["Warehouse", "exclusive", "export_parquet", "import_parquet", "migrate", "registered", "transaction"]
+__all__ = ["Erasure", "Warehouse", "erase_records", "exclusive", "key_sha256", "export_parquet", "import_parquet", "migrate", "registered", "transaction"]

@@ -112,6 +112,8 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
             "session_id": body.get("session_id"),
             "trace_id": None,
             "message_id": None,
+            "status": None,
+            "issue_url": None,
             "agent": body.get("agent"),
             "evidence": body.get("evidence"),
             "context": compact(

@@ -1,9 +1,12 @@
 """Agent Feedback Spec v1: ``POST /api/v1/feedback``, snake_case or camelCase.
 
 The spec asks receivers to "accept near-miss values and normalise rather than reject", so
-enumerated fields go through :func:`~feedback_insights.core.vocabulary.near_miss`; only values that
-fold to nothing recognisable are problems. ``feedback_type`` (the lane) is derived from
-category, outcome and satisfaction when omitted. The body may arrive bare or in the collector
+enumerated fields go through :func:`~feedback_insights.core.vocabulary.near_miss`, a severity
+may also be a number on the spec's one integer scale (5 → blocking … 1–2 → low, as for
+SEP-2369) and a satisfaction score a numeric string ("4"); only values that fold to nothing
+recognisable are problems. ``feedback_type`` (the lane) is derived "from category, outcome, and
+sentiment" when omitted (:func:`~feedback_insights.core.vocabulary.is_praise`: the satisfaction
+score, else the tone of the summary and detail). The body may arrive bare or in the collector
 envelope.
 """
 
@@ -21,7 +24,10 @@ from ...core.vocabulary import (
     SEVERITIES,
     SEVERITY_SYNONYMS,
     derive_lane,
+    is_praise,
     near_miss,
+    satisfaction_of,
+    severity_of,
 )
 from .._envelope import is_enveloped, prefixed, validate_outer
 from .._envelope import payload as payload  # the dialect's payload(): the body inside a record
@@ -112,14 +118,18 @@ def validate_body(body: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def _words(body: dict[str, Any]) -> str:
+    """What the report says happened, whose tone decides praise when no score does."""
+    return "\n".join(text for text in (body.get("summary"), body.get("detail")) if isinstance(text, str))
+
+
 def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
     envelope = obj if is_enveloped(obj) else {}
     body, _, _ = snake_case(envelope["feedback"] if envelope else obj)
-    fields = {f: near_miss(body.get(f), *ENUMS[f]) for f in ENUMS}
+    fields = {f: near_miss(body.get(f), *ENUMS[f]) for f in ENUMS} | {"severity": severity_of(body.get("severity"))}
     category, outcome = fields["category"], fields["outcome"]
-    score = body.get("satisfaction_score")
-    positive = outcome == "success" and category in (None, "other") and (score is None or score >= 4)
-    lane = fields["feedback_type"] or derive_lane(category, outcome, positive)
+    score = satisfaction_of(body.get("satisfaction_score"))
+    lane = fields["feedback_type"] or derive_lane(category, outcome, is_praise(category, outcome, score, _words(body)))
     return [
         {
             "id": envelope.get("id") or origin.fallback_id,
@@ -147,6 +157,8 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
             "session_id": body.get("session_id"),
             "trace_id": body.get("trace_id"),
             "message_id": None,
+            "status": None,
+            "issue_url": None,
             "agent": body.get("agent"),
             "evidence": compact({"attempted_calls": body.get("attempted_calls"), "impact": body.get("impact")}),
             "context": compact({"channel": envelope.get("source")}),

@@ -63,6 +63,8 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
             "session_id": obj["session_id"],
             "trace_id": None,
             "message_id": None,
+            "status": None,
+            "issue_url": None,
             "agent": None,
             "evidence": compact({"relationship": obj.get("relationship"), "context": obj.get("context")}),
             "context": compact({"protocol_version": obj.get("protocol_version")}),

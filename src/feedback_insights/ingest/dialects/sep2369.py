@@ -1,7 +1,9 @@
 """The MCP SEP-2369 feedback shape (``feedback/submit``), enveloped as JSON-RPC or bare.
 
 One submission carries several items; each becomes its own record. The six categories and the
-integer severity map by the Agent Feedback Spec's table::
+integer severity map by the Agent Feedback Spec's table (near misses normalised as for any
+dialect: "Usability", "capability-gap", the twelve canonical categories and their synonyms; a
+severity may also be named, "high", or a numeric string, "4")::
 
     usability → confusing_schema          severity 5 → blocking
     reliability → unhelpful_error                  4 → high
@@ -20,8 +22,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, shared_schemas
-from ...core.vocabulary import CATEGORY_SYNONYMS, derive_lane
+from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, join_path, shared_schemas
+from ...core.vocabulary import (
+    CATEGORIES,
+    CATEGORY_SYNONYMS,
+    SEVERITIES,
+    derive_lane,
+    near_miss,
+    sep2369_summary,
+    severity_of,
+)
 from .._envelope import is_enveloped, prefixed, validate_outer
 from .afp import body_size_problem
 from .common import Origin
@@ -31,8 +41,9 @@ ORDER = 30
 CHOICE = "afs"
 
 SCHEMAS = shared_schemas()
-SEVERITY = {5: "blocking", 4: "high", 3: "medium", 2: "low", 1: "low"}
 _ITEM_FIELDS_WITH_A_HOME = {"category", "toolName", "severity", "observation"}
+#: The proposal's own six, named when a category cannot be read.
+_SEP_CATEGORIES = ("usability", "reliability", "documentation", "efficiency", "interoperability", "capability_gap")
 _SUBMISSION_KEYS = ("feedbackVersion", "generatedAt", "cadence", "onDemand", "rollupMetrics")
 
 
@@ -68,8 +79,25 @@ def validate(obj: Any, max_bytes: int = DEFAULT_MAX_BYTES, size: int | None = No
     else:
         problems = SCHEMAS.check("sep2369.schema.json", obj)
         where = ""
+    problems += near_miss_problems(params(obj), where)
     too_big = body_size_problem(params(obj), max_bytes, size, where)
     return [too_big, *problems] if too_big else problems
+
+
+def near_miss_problems(body: Any, where: str) -> list[Problem]:
+    """Item categories and severities that fold to nothing known (the schema takes any string)."""
+    items = body.get("items") if isinstance(body, dict) else None
+    problems = []
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(item, dict):
+            continue
+        path = join_path(where, f"items.{index}") if where else f"items.{index}"
+        category, severity = item.get("category"), item.get("severity")
+        if isinstance(category, str) and near_miss(category, CATEGORIES, CATEGORY_SYNONYMS) is None:
+            problems.append(Problem(f"{path}.category", "must be one of: " + ", ".join(_SEP_CATEGORIES)))
+        if isinstance(severity, str) and severity_of(severity) is None:
+            problems.append(Problem(f"{path}.severity", "must be 1-5 or one of: " + ", ".join(SEVERITIES)))
+    return problems
 
 
 def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
@@ -98,12 +126,10 @@ def _record(
     attached: dict[str, Any],
     submission: dict[str, Any],
 ) -> CanonicalRecord:
-    category = CATEGORY_SYNONYMS[item["category"]]
+    category = near_miss(item["category"], CATEGORIES, CATEGORY_SYNONYMS) or "other"
     tool = item.get("toolName") or next(iter(item.get("toolNames") or []), None)
     drafts = {k: v for k, v in item.items() if k not in _ITEM_FIELDS_WITH_A_HOME}
-    summary = item.get("observation") or " ".join(
-        part for part in (item["category"], item.get("subcategory"), tool and f"({tool})") if part
-    )
+    summary = item.get("observation") or sep2369_summary(item["category"], item.get("subcategory"), tool)
     return {
         "id": base_id if count == 1 else f"{base_id}:{index}",
         "dialect": "sep2369",
@@ -118,7 +144,7 @@ def _record(
         "lane": derive_lane(category, None),
         "category": category,
         "outcome": None,
-        "severity": SEVERITY.get(item.get("severity") or 0),
+        "severity": severity_of(item.get("severity")),
         "summary": summary,
         "goal": None,
         "detail": None,
@@ -133,6 +159,8 @@ def _record(
         "session_id": None,
         "trace_id": None,
         "message_id": None,
+        "status": None,
+        "issue_url": None,
         "agent": None,
         "evidence": compact({"session_metrics": item.get("sessionMetrics")}),
         "context": compact({"channel": outer.get("source"), "item": index if count > 1 else None}),

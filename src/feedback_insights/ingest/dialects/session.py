@@ -7,8 +7,8 @@ because a pointer alone dangles and a snapshot alone loses the tool calls.
 Mapping: ``sentiment`` good → lane positive_feedback, rating 5; bad or absent → lane
 bug_or_failure, category incorrect_response, rating 1 for bad (the seed defines feedback as
 "the class where the platform is at fault"). ``author`` user → source human_authored, agent →
-agent_authored. The row's ``status`` and ``issue_url`` stay in ``context`` so that filing can
-write back to them.
+agent_authored. The row's triage ``status`` and ``issue_url`` are the record's own fields: the
+SQL source reads them again when the row changes, and filing writes back to them.
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
             "session_id": obj.get("session_id"),
             "trace_id": obj.get("trace_id"),
             "message_id": obj.get("message_id"),
+            "status": obj.get("status", "open"),
+            "issue_url": obj.get("issue_url"),
             "agent": compact({"name": turn.get("agentSlug"), "model": turn.get("model"), "framework": turn.get("engine")}),
             "evidence": compact(
                 {k: obj.get(k) for k in ("target_role", "target_text", "target_at", "prompt_text", "timeline_seq")}
@@ -105,8 +107,6 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
                     "instance_id": obj["instance_id"],
                     "surface": obj["surface"],
                     "author": obj.get("author", "user"),
-                    "status": obj.get("status", "open"),
-                    "issue_url": obj.get("issue_url"),
                 }
             ),
             "metadata": None,

@@ -1,4 +1,5 @@
-"""What a source yields: items, where they came from, and the cursor that covers them."""
+"""What a source yields: items, where they came from, the cursor that covers them, and what
+the source says is gone."""
 
 from __future__ import annotations
 
@@ -14,3 +15,8 @@ class Batch:
     items: list[RawItem] | LineBlock
     source_uri: str
     cursor: dict[str, str] = field(default_factory=dict)
+    #: Ids the source deleted (a collector's tombstones): their records are forgotten.
+    deleted: list[str] = field(default_factory=list)
+    #: Every id the source holds now, when it can list them (an SQL table): the records of
+    #: this source not among them were deleted there and are forgotten.
+    present: list[str] | None = None

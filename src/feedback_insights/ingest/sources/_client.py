@@ -1,4 +1,4 @@
-"""The pipeline's side of a collector: pull pages of records, put known issues.
+"""The pipeline's side of a collector: pull pages of records and tombstones, put known issues.
 
 Retries 429 and 5xx (and connection failures) with exponential backoff that honours
 Retry-After; a wrong key or an unreachable collector becomes one clear :class:`CollectorError`.
@@ -39,7 +39,9 @@ class CollectorClient:
         self.close()
 
     def pull(self, after: str | None, limit: int) -> dict[str, Any]:
-        """One page: ``{"records", "next_cursor", "has_more"}``."""
+        """One page: ``{"records", "deleted", "next_cursor", "has_more"}`` (records, a retry
+        with its ``duplicate_of``; tombstones ``{"id", "deleted_at"}``; see
+        ``schemas/collector/records_page.schema.json``)."""
         params: dict[str, Any] = {"limit": limit}
         if after:
             params["after"] = after

@@ -1,0 +1,86 @@
+"""The record commands: ``records show`` (one stored record, as the warehouse holds it now) and
+``forget`` (erase records everywhere)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ._app import ByOption, ConfigOption, UserError, actor, app, err, load_config, out
+
+records_app = typer.Typer(help="Stored records: canonical fields, current status, cluster.")
+app.add_typer(records_app, name="records")
+
+
+@records_app.command("show")
+def records_show(
+    record: Annotated[str, typer.Argument(help="A record id, or collector:id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per record.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """One stored record: its canonical fields, current status and history, signals and clusters."""
+    import orjson
+
+    from ..clusters import find_records
+    from ..warehouse import Warehouse
+
+    cfg = load_config(config)
+    with Warehouse(cfg.warehouse.path) as warehouse:
+        found = find_records(warehouse, record)
+    if not found:
+        err.print(f"no such record: {escape(record)}", highlight=False)
+        raise typer.Exit(1)
+    for item in found:
+        if as_json:
+            out.file.write(orjson.dumps(item, default=str).decode() + "\n")
+            continue
+        clusters = ", ".join(f"{view} {c['cluster_id'] or '—'}" + (f" ({c['label']})" if c["label"] else "")
+                             for view, c in item["clusters"].items()) or "not clustered yet"
+        out.print(f"[bold]{escape(item['collector'])}:{escape(item['id'])}[/]  {item['dialect']} · "
+                  f"status {item['status'] or '—'} · {escape(clusters)}", highlight=False)
+        for name, value in item.items():
+            if name not in ("clusters", "history", "signals") and value is not None:
+                out.print(f"  {name}: {escape(str(value))}", highlight=False)
+        for change in item["history"]:
+            out.print(f"  status {change['status']} seen {change['seen_at']:%Y-%m-%d %H:%M}"
+                      + (f" ({escape(change['issue_url'])})" if change["issue_url"] else ""), highlight=False)
+
+
+@app.command()
+def forget(
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept in the audit; never the content).")],
+    record: Annotated[str | None, typer.Option("--record", help="A record id, or collector:id.")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="An account as a source sends it, or its acct_… pseudonym.")] = None,
+    by: ByOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Erase a record, or every record of an account, from every table; redraft the drafts that
+    quoted them and, when GitHub is configured, rewrite the filed issues that still quote them."""
+    from ..publish import IssueTracker, records_to_forget
+    from ..publish import forget as forget_records
+    from ..warehouse import Warehouse
+
+    if (record is None) == (account is None):
+        raise UserError("give exactly one of --record and --account")
+    cfg = load_config(config)
+    publishing = bool(cfg.github.repos or cfg.github.default_repo)
+    tracker = IssueTracker(cfg.github, cfg.github.token()) if publishing else None
+    try:
+        with Warehouse(cfg.warehouse.path) as warehouse:
+            keys = records_to_forget(cfg, warehouse, record=record, account=account)
+            if not keys:
+                raise UserError(f"no such record: {record}" if record else "no records of that account")
+            run = forget_records(cfg, warehouse, keys, actor(by), reason, tracker)
+    finally:
+        if tracker is not None:
+            tracker.close()
+    out.print(f"[bold]forget[/]: {run.line()}", highlight=False)
+    for line in run.bodies.to_check:
+        err.print(f"[yellow]check by hand[/] {escape(line)}", highlight=False)
+    for line in run.bodies.errors:
+        err.print(f"[red]error[/] {escape(line)}", highlight=False)
+    if not publishing:
+        err.print("filed issues are rewritten by the next publish run (no GitHub repository configured here)",
+                  highlight=False)

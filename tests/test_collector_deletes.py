@@ -1,0 +1,355 @@
+"""Deletions at the collector reach the pipeline, and retries are rows of their own: a real
+collector on 127.0.0.1, the real pipeline pulling from it, no mocks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from feedback_insights.clusters import cluster_new_records
+from feedback_insights.config import Config, HttpCollectorConfig, PrivacyConfig, WarehouseConfig
+from feedback_insights.core import SchemaSet, schemas_dir
+from feedback_insights.ingest import CollectorClient, content_hash, ingest
+from feedback_insights.signals import score_new_records
+from feedback_insights.warehouse import Warehouse
+
+from .collector_server import AGENT_KEY, HMAC_KEY, INGEST_KEY, PIPELINE_KEY, RunningCollector, running_collector
+from .test_collector import PIPE, SUBMISSION, post
+
+INGEST = {"authorization": f"Bearer {INGEST_KEY}"}
+AGENT = {"authorization": f"Bearer {AGENT_KEY}"}
+#: Planted in reports to find their bytes in the collector's files: no secret, so it is kept.
+MARKER = "quokkalanternmarker"
+KEPT = "wombatteapotmarker"
+PAGE_SCHEMA = SchemaSet(schemas_dir() / "collector")
+HIRING = [
+    "No hiring role filter on /companies/search, so I cannot find companies hiring GTM engineers",
+    "There is no way to filter /companies/search by hiring role; I wanted companies hiring sales engineers",
+    "Filtering companies by open hiring role is impossible with /companies/search, no such filter parameter",
+    "The /companies/search endpoint lacks a hiring role filter; searching companies that are hiring failed",
+]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RunningCollector]:
+    with running_collector(tmp_path) as running:
+        yield running
+
+
+def record(record_id: str, received_at: str = "2026-11-02T10:00:00Z", account: str = "acct_svc_1",
+           **feedback: Any) -> dict[str, Any]:
+    """A record as a service forwards it (AFP §5.1)."""
+    return {"id": record_id, "received_at": received_at, "service": "orbit-mcp", "account": account,
+            "source": "sdk", "feedback": {**SUBMISSION, **feedback}}
+
+
+def forward(server: RunningCollector, *records: dict[str, Any]) -> list[dict[str, Any]]:
+    answer = post(server, "/v1/records", {"records": list(records)}, **INGEST)
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["results"])
+
+
+def delete(server: RunningCollector, record_id: str, headers: dict[str, str] = INGEST) -> httpx.Response:
+    return httpx.delete(f"{server.url}/v1/records/{record_id}", headers=headers)
+
+
+def pages(server: RunningCollector, limit: int, after: str | None = None) -> list[dict[str, Any]]:
+    """Every page from ``after`` on, each checked against records_page.schema.json."""
+    found = []
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        while True:
+            page = client.pull(after, limit)
+            assert PAGE_SCHEMA.check("records_page.schema.json", page) == []
+            assert len(page["records"]) + len(page["deleted"]) <= limit
+            found.append(page)
+            after = page["next_cursor"]
+            if not page["has_more"]:
+                return found
+
+
+def entries(page: dict[str, Any]) -> list[tuple[str, str]]:
+    """A page's entries: its records, then its tombstones (the order a consumer applies them)."""
+    return [("record", r["id"]) for r in page["records"]] + [("deleted", t["id"]) for t in page["deleted"]]
+
+
+def feed(server: RunningCollector, limit: int, after: str | None = None) -> list[tuple[str, str]]:
+    return [entry for page in pages(server, limit, after) for entry in entries(page)]
+
+
+def pipeline_config(tmp_path: Path, server: RunningCollector, monkeypatch: pytest.MonkeyPatch) -> Config:
+    monkeypatch.setenv("FI_DELETES_KEY", PIPELINE_KEY)
+    return Config(
+        warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+        privacy=PrivacyConfig(hmac_key=HMAC_KEY),
+        sources=[HttpCollectorConfig(kind="http", name="acme", url=server.url, key_env="FI_DELETES_KEY")],
+    )
+
+
+# -- DELETE /v1/records/{record_id} -----------------------------------------------------------
+
+
+def test_delete_takes_the_ingest_key_and_answers_404_for_an_unknown_id(server: RunningCollector) -> None:
+    forward(server, record("fb_a"))
+    for headers in ({}, PIPE, AGENT, {"authorization": "Bearer wrong"}):
+        refused = delete(server, "fb_a", headers)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+        assert refused.headers["link"] == '</feedback>; rel="agent-feedback"'
+    assert [r["id"] for r in pages(server, 10)[0]["records"]] == ["fb_a"]
+
+    deleted = delete(server, "fb_a")
+    assert deleted.status_code == 204 and deleted.content == b""
+    for unknown in ("fb_a", "fb_never_stored"):
+        missing = delete(server, unknown)
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+        assert missing.headers["link"] == '</feedback>; rel="agent-feedback"'
+    for bad in ("x" * 201, "a%20b", "%C3%A9t%C3%A9"):
+        invalid = delete(server, bad)
+        assert invalid.status_code == 400 and invalid.json()["error"]["details"][0]["path"] == "record_id"
+    wrong_method = httpx.get(f"{server.url}/v1/records/fb_a", headers=INGEST)
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "DELETE"
+    doc = httpx.get(server.url + "/openapi.json").json()
+    (parameter,) = doc["paths"]["/v1/records/{record_id}"]["delete"]["parameters"]
+    assert parameter["schema"]["pattern"] == "^[A-Za-z0-9._:~-]{1,200}$"
+
+
+def file_bytes(db: Path) -> bytes:
+    """The database file and its write-ahead log, as they are on disk."""
+    return b"".join(path.read_bytes() for path in (db, db.with_name(db.name + "-wal")) if path.exists())
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 5) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_deleted_record_and_its_retries_leave_no_byte_in_the_sqlite_file(server: RunningCollector) -> None:
+    for i in range(20):
+        post(server, "/feedback", {**SUBMISSION, "session_id": f"s-kept-{i}", "message": f"Slow {KEPT} search"})
+    # Long enough to spill into overflow pages, with the marker on the last of them.
+    long = {**SUBMISSION, "session_id": "s-secret", "goal": f"Find {MARKER} companies",
+            "message": "No hiring-role filter. " * 150 + MARKER}
+    first = post(server, "/feedback", long, **AGENT).json()["id"]
+    assert post(server, "/feedback", long, **AGENT).json()["id"] == first  # a retry: a row of its own
+    # The collector's checkpointer copies the log into the database every second; the log
+    # keeps the pages as they were written.
+    wal = server.db.with_name(server.db.name + "-wal")
+    assert wait_for(lambda: MARKER.encode() in server.db.read_bytes())
+    assert MARKER.encode() in wal.read_bytes()
+
+    assert delete(server, first).status_code == 204
+    assert wait_for(lambda: MARKER.encode() not in file_bytes(server.db))
+    assert KEPT.encode() in file_bytes(server.db)
+    (page,) = pages(server, 100)
+    assert MARKER not in json.dumps(page)
+    assert len(page["deleted"]) == 2 and page["deleted"][0]["id"] == first  # the report and its retry
+
+
+# -- tombstones in the pull feed --------------------------------------------------------------
+
+
+def test_tombstones_come_in_commit_order_across_pages_and_a_later_pull_still_learns_of_them(
+        server: RunningCollector) -> None:
+    forward(server, *(record(f"fb_{name}", session_id=f"s-{name}") for name in "abc"))
+    first_page = pages(server, 2)[0]
+    assert entries(first_page) == [("record", "fb_a"), ("record", "fb_b")]
+    assert delete(server, "fb_b").status_code == 204
+    forward(server, record("fb_d", session_id="s-d"))
+    assert delete(server, "fb_a").status_code == 204
+    forward(server, record("fb_e", session_id="s-e"))
+    forward(server, record("fb_b", session_id="s-b2", message="Sent again after its deletion"))
+
+    in_order = [("record", "fb_c"), ("deleted", "fb_b"), ("record", "fb_d"), ("deleted", "fb_a"),
+                ("record", "fb_e"), ("record", "fb_b")]
+    assert feed(server, 1) == in_order
+    # The pipeline that pulled the first page learns of both deletions, each once.
+    assert feed(server, 2, first_page["next_cursor"]) == in_order
+    # A page never holds a record that was deleted earlier on it: storing a page's records and
+    # then applying its deletions is always right.
+    assert [entries(page) for page in pages(server, 10)] == [
+        [("record", "fb_c"), ("record", "fb_d"), ("record", "fb_e"), ("deleted", "fb_b"), ("deleted", "fb_a")],
+        [("record", "fb_b")]]
+    tombstone = pages(server, 10)[0]["deleted"][0]
+    assert set(tombstone) == {"id", "deleted_at"} and tombstone["deleted_at"].endswith("Z")
+    empty = httpx.get(server.url + "/v1/records", params={"after": pages(server, 10)[-1]["next_cursor"]},
+                      headers=PIPE).json()
+    assert (empty["records"], empty["deleted"], empty["has_more"]) == ([], [], False)
+
+
+def test_pulling_while_records_are_written_and_deleted_misses_and_repeats_nothing(
+        server: RunningCollector) -> None:
+    created = [f"fb_w{i}" for i in range(60)]
+    removed = created[::3]
+
+    def write() -> None:
+        for i, record_id in enumerate(created):
+            forward(server, record(record_id, session_id=f"w{i}"))
+            if i % 3 == 2:
+                assert delete(server, created[i - 2]).status_code == 204
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen: list[tuple[str, str]] = []
+    after = None
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        while writer.is_alive() or after is None:
+            page = client.pull(after, 3)
+            seen += entries(page)
+            after = page["next_cursor"]
+        writer.join()
+        while (page := client.pull(after, 3))["records"] or page["deleted"]:
+            seen += entries(page)
+            after = page["next_cursor"]
+    assert len(seen) == len(set(seen))
+    assert sorted(i for kind, i in seen if kind == "deleted") == sorted(removed)
+    assert {i for _, i in seen} == set(created)
+    for record_id in removed:  # a record the pipeline saw comes before its tombstone
+        if ("record", record_id) in seen:
+            assert seen.index(("record", record_id)) < seen.index(("deleted", record_id))
+
+
+def test_known_issues_drop_a_deleted_record_id(server: RunningCollector) -> None:
+    forward(server, record("fb_a"))
+    issue = {"id": "iss_1", "title": "Hiring-role filter", "status": "planned"}
+    with CollectorClient(server.url, PIPELINE_KEY) as client:
+        client.put_known_issue(issue, {"record_ids": ["fb_a", "fb_elsewhere"], "fingerprints": []})
+    assert delete(server, "fb_a").status_code == 204
+    (listed,) = httpx.get(server.url + "/v1/known-issues", headers=PIPE).json()["known_issues"]
+    assert listed["match"]["record_ids"] == ["fb_elsewhere"]
+
+
+# -- retries are rows -------------------------------------------------------------------------
+
+
+def retries_everywhere(server: RunningCollector) -> dict[str, str]:
+    """Every kind of retry the collector takes; returns each retry's first report's id, by the
+    agent or service that sent it."""
+    first = post(server, "/feedback", SUBMISSION, **AGENT).json()["id"]
+    assert post(server, "/feedback", SUBMISSION, **AGENT).json()["id"] == first
+    assert post(server, "/feedback", SUBMISSION).json()["id"] == first  # anonymous: AFP's "same session and content"
+    token = "sk-proj-" + "a1B2" * 12
+    leaky = post(server, "/feedback", {**SUBMISSION, "session_id": "s-leak", "message": f"{token} is refused"}).json()["id"]
+    other_token = "sk-proj-" + "c3D4" * 12  # the same report once scrubbed: what the warehouse compares
+    assert post(server, "/feedback", {**SUBMISSION, "session_id": "s-leak", "message": f"{other_token} is refused"}
+                ).json()["id"] == leaky
+    # A service's retry may say it was received before the first report; it is still the retry.
+    results = forward(server, record("fb_svc_first", "2026-11-02T10:00:05Z", session_id="s-svc"),
+                      record("fb_svc_retry", "2026-11-02T10:00:01Z", account="acct_svc_2", session_id="s-svc"),
+                      record("fb_svc_first", "2026-11-02T10:00:05Z", session_id="s-svc"))
+    assert [(r["id"], r["status"]) for r in results] == [
+        ("fb_svc_first", "accepted"), ("fb_svc_first", "duplicate"), ("fb_svc_first", "duplicate")]
+    return {"agent": first, "leak": leaky, "service": "fb_svc_first"}
+
+
+def test_retries_are_rows_served_with_duplicate_of_and_answered_with_the_first_id(
+        server: RunningCollector) -> None:
+    firsts = retries_everywhere(server)
+    found = pages(server, 1000)
+    served = [r for page in found for r in page["records"]]
+    assert len(served) == 7  # 3 first reports, 4 retries; the re-delivered record is not stored again
+    retries = {r["id"]: r["duplicate_of"] for r in served if "duplicate_of" in r}
+    assert sorted(retries.values()) == sorted([firsts["agent"]] * 2 + [firsts["leak"]] + [firsts["service"]])
+    assert len(retries) == 4 and not set(retries) & set(firsts.values())  # ids of their own
+    assert all(r["id"].startswith("fb_") and r["received_at"] for r in served)
+    # A page never holds a retry together with its first report: the report is stored first.
+    for page in found:
+        ids = {r["id"] for r in page["records"]}
+        assert not {r.get("duplicate_of") for r in page["records"]} & ids
+
+
+def test_pulled_retries_are_retries_in_the_warehouse(tmp_path: Path, server: RunningCollector,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    retries_everywhere(server)
+    served = {r["id"]: r.get("duplicate_of") for page in pages(server, 1000) for r in page["records"]}
+    config = pipeline_config(tmp_path, server, monkeypatch)
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        stored = dict(wh.con.execute("SELECT id, duplicate_of FROM records").fetchall())
+        originals = wh.con.execute("SELECT count(*) FROM records WHERE original LIKE '%duplicate_of%'").fetchone()
+    assert summary.errors == [] and (summary.counts.new, summary.counts.retries) == (7, 4)
+    assert stored == served
+    assert originals == (0,)  # the original is the envelope as received, as for a first report
+
+
+def test_a_pipeline_pulling_forgets_deleted_records_everywhere(tmp_path: Path, server: RunningCollector,
+                                                               monkeypatch: pytest.MonkeyPatch, embedder) -> None:
+    for i, message in enumerate(HIRING):
+        forward(server, record(f"fb_h{i}", account=f"acct_h{i}", session_id=f"h{i}", message=message))
+    forward(server, record("fb_h0_retry", session_id="h0", message=HIRING[0]))  # fb_h0's retry
+    config = pipeline_config(tmp_path, server, monkeypatch)
+    gone = ["fb_h0", "fb_h0_retry"]
+
+    def held(wh: Warehouse) -> dict[str, int]:
+        tables = {"records": "records", "signals": "record_signals", "members": "cluster_members"}
+        counts = {name: wh.con.execute(f"SELECT count(*) FROM {table} WHERE id IN (SELECT unnest(?))",
+                                       [gone]).fetchone()[0] for name, table in tables.items()}
+        counts["embeddings"] = wh.con.execute(
+            "SELECT count(*) FROM embeddings WHERE text_sha256 IN (SELECT text_sha256 FROM cluster_members "
+            "WHERE view = 'reports' AND id = 'fb_h1')").fetchone()[0]
+        return counts
+
+    with Warehouse(config.warehouse.path) as wh:
+        assert ingest(config, wh).counts.retries == 1
+        score_new_records(wh)
+        cluster_new_records(wh, embedder)
+        texts = [row[0] for row in wh.con.execute(
+            "SELECT DISTINCT text_sha256 FROM cluster_members WHERE view = 'reports' AND id IN (SELECT unnest(?))",
+            [gone]).fetchall()]
+        assert texts and wh.con.execute("SELECT count(*) FROM embeddings WHERE text_sha256 IN (SELECT unnest(?))",
+                                        [texts]).fetchone()[0] == len(texts)
+        before = held(wh)
+        assert before["records"] == 2 and before["signals"] == 2 and before["members"] >= 1
+
+        assert delete(server, "fb_h0").status_code == 204  # the report, and its retry with it
+        summary = ingest(config, wh)
+        assert summary.errors == [] and summary.forgotten == 2
+        after = held(wh)
+        assert (after["records"], after["signals"], after["members"]) == (0, 0, 0)
+        assert wh.con.execute("SELECT count(*) FROM embeddings WHERE text_sha256 IN (SELECT unnest(?))",
+                              [texts]).fetchone()[0] == 0
+        assert after["embeddings"] == before["embeddings"] > 0  # the others' are kept
+        assert wh.con.execute("SELECT count(*) FROM records").fetchone()[0] == 3
+        assert ingest(config, wh).forgotten == 0  # the tombstones were consumed with the cursor
+
+
+# -- a collector file from before retries were rows --------------------------------------------
+
+_OLD_SCHEMA = """
+CREATE TABLE records (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          TEXT NOT NULL UNIQUE,
+    received_at TEXT NOT NULL,
+    dedupe_key  TEXT,
+    body        TEXT NOT NULL
+);
+CREATE UNIQUE INDEX records_dedupe ON records (dedupe_key) WHERE dedupe_key IS NOT NULL;
+CREATE TABLE known_issues (id TEXT PRIMARY KEY, body TEXT NOT NULL, match TEXT NOT NULL, updated_at TEXT NOT NULL);
+"""
+
+
+def test_a_collector_file_from_before_retries_were_rows_is_upgraded(tmp_path: Path) -> None:
+    envelope = {"id": "fb_old", "received_at": "2026-10-01T10:00:00.000Z", "source": "http",
+                "service": "acme-companies-api", "account": "acct_someone", "feedback": SUBMISSION}
+    old_key = content_hash([envelope["service"], "customer-0", SUBMISSION["session_id"], SUBMISSION])
+    with sqlite3.connect(tmp_path / "collector.sqlite") as con:
+        con.executescript(_OLD_SCHEMA)
+        con.execute("INSERT INTO records (id, received_at, dedupe_key, body) VALUES (?, ?, ?, ?)",
+                    ["fb_old", envelope["received_at"], old_key, json.dumps(envelope)])
+    con.close()
+    with running_collector(tmp_path) as server:
+        # The same report from another account is a retry of it, as the warehouse will say.
+        assert post(server, "/feedback", SUBMISSION, **AGENT).json()["id"] == "fb_old"
+        first, retry = [r for page in pages(server, 10) for r in page["records"]]
+        assert first["id"] == "fb_old" and "duplicate_of" not in first
+        assert retry["duplicate_of"] == "fb_old"
+        assert delete(server, "fb_old").status_code == 204
+        assert [t["id"] for page in pages(server, 10) for t in page["deleted"]] == ["fb_old", retry["id"]]
