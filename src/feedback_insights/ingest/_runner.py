@@ -183,17 +183,28 @@ def _forget_deleted(warehouse: Warehouse, collector: str, batch: Batch, summary:
     """Erase the records ``batch`` says its source no longer holds; returns how many."""
     keys = [(collector, record_id) for record_id in batch.deleted]
     if batch.present is not None:
-        stored = [row[0] for row in warehouse.con.execute(
-            "SELECT id FROM records WHERE collector = ? ORDER BY id", [collector]).fetchall()]
-        if stored and not batch.present:
-            summary.fail(f"{collector}: the source lists no rows while {len(stored)} of its records are stored; "
+        if batch.present:
+            keys += _missing_at_source(warehouse, collector, batch.present)
+        elif stored := warehouse.con.execute("SELECT count(*) FROM records WHERE collector = ?", [collector]).fetchall()[0][0]:
+            summary.fail(f"{collector}: the source lists no rows while {stored} of its records are stored; "
                          "nothing was forgotten (a wrong path or table?). To forget them: feedback-insights forget")
-        else:
-            present = set(batch.present)
-            keys += [(collector, record_id) for record_id in stored if record_id not in present]
     if not keys:
         return 0
     return erase_records(warehouse.con, keys, f"source {collector}", "deleted at the source").records
+
+
+def _missing_at_source(warehouse: Warehouse, collector: str, present: list[str]) -> list[tuple[str, str]]:
+    """The stored records of ``collector`` whose ids are not in ``present``: an anti-join."""
+    import polars as pl
+
+    warehouse.con.register("present_at_source", pl.DataFrame({"id": present}, schema={"id": pl.String}))
+    try:
+        rows = warehouse.con.execute(
+            """SELECT r.collector, r.id FROM records r ANTI JOIN present_at_source USING (id)
+               WHERE r.collector = ? ORDER BY r.id""", [collector]).fetchall()
+    finally:
+        warehouse.con.unregister("present_at_source")
+    return [(c, i) for c, i in rows]
 
 
 @contextmanager

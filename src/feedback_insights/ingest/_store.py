@@ -133,6 +133,10 @@ def cursors(warehouse: Warehouse, collector: str) -> dict[str, str]:
     return dict(rows)
 
 
+#: A status as it was seen: the columns of ``record_status_history`` before when and which run.
+_SEEN = {"collector": pl.String, "id": pl.String, "status": pl.String, "issue_url": pl.String}
+
+
 def store_batch(
     warehouse: Warehouse,
     batch: Processed | StagedBatch,
@@ -159,10 +163,11 @@ def store_batch(
             counts.retries = sum(1 for *_, duplicate_of in stored if duplicate_of is not None)
             counts.status_changes = len(changed)
             counts.identifiers = sum(identifiers for *_, identifiers, _ in stored)
-            seen = [(c, i, status, url, now, run_id) for c, i, status, url, *_ in stored if status is not None]
-            seen += [(*row, now, run_id) for row in changed]
+            seen = [(c, i, status, url) for c, i, status, url, *_ in stored if status is not None] + changed
             if seen:
-                con.executemany("INSERT INTO record_status_history VALUES (?, ?, ?, ?, ?, ?)", seen)
+                frame = pl.DataFrame(seen, schema=_SEEN, orient="row")
+                with registered(con, "seen_status", frame):
+                    con.execute("INSERT INTO record_status_history SELECT *, ?, ? FROM seen_status", [now, run_id])
         if staged.quarantine is not None:
             with registered(con, "staged_quarantine", staged.quarantine):
                 con.execute(_UPSERT_QUARANTINE, {"now": now, "run_id": run_id})
