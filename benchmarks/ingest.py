@@ -130,7 +130,7 @@ from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
 data, db = Path(sys.argv[1]), Path(sys.argv[2])
 config = Config(privacy=PrivacyConfig(hmac_key="benchmark-key"), warehouse=WarehouseConfig(path=db),
-                ingest=IngestConfig(batch_size=10_000), sources=[FileDropConfig(kind="files", name="bench", path=data)])
+                ingest=IngestConfig(batch_size=10_000), sources=[FileDropConfig(kind="files", name="bench", path=data, service="pags")])
 with Warehouse(db) as warehouse:
     ingest(config, warehouse)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
@@ -160,7 +160,7 @@ def main(n: int) -> None:
             privacy=PRIVACY,
             warehouse=WarehouseConfig(path=Path(tmp) / "bench.duckdb"),
             ingest=IngestConfig(batch_size=10_000),
-            sources=[FileDropConfig(kind="files", name="bench", path=data)],
+            sources=[FileDropConfig(kind="files", name="bench", path=data, service="pags")],
         )
         start = time.perf_counter()
         with Warehouse(Path(tmp) / "unscrubbed.duckdb") as warehouse:

@@ -1,8 +1,10 @@
 """A small OpenAI-compatible chat-completions server on 127.0.0.1, for tests.
 
 It answers ``POST /v1/chat/completions`` from a queue of scripted replies (text the "model"
-writes, an HTTP status, or a hang longer than the client's timeout) and keeps every request
-body, so tests can check what was sent: the delimiters, the escaping, the token budget.
+writes, an HTTP status, or a hang longer than the client's timeout), then, when the queue is
+empty, from ``responder`` (a function of the request body, so prompts can be answered
+deterministically whatever order they come in), and keeps every request body, so tests can
+check what was sent: the delimiters, the escaping, the token budget.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +27,8 @@ class LLMFake:
     url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
     _replies: deque[tuple[str, Any]] = field(default_factory=deque)
+    #: Answers a request once the scripted replies are used up: the assistant's text.
+    responder: Callable[[dict[str, Any]], str] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reply(self, *contents: str) -> None:
@@ -43,7 +47,11 @@ class LLMFake:
     def _next(self, body: dict[str, Any]) -> tuple[str, Any]:
         with self._lock:
             self.requests.append(body)
-            return self._replies.popleft() if self._replies else ("status", (500, None))
+            if self._replies:
+                return self._replies.popleft()
+        if self.responder is not None:
+            return "text", self.responder(body)
+        return "status", (500, None)
 
 
 def _handler(fake: LLMFake) -> type[BaseHTTPRequestHandler]:

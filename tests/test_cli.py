@@ -79,7 +79,7 @@ def test_run_on_a_config_and_quarantine_replay_after_a_fix(tmp_path: Path) -> No
     write_jsonl(drop / "a.jsonl", [{"type": "bug", "goal": "g", "message": "m"},
                                    {"type": "bug", "goal": "g", "message": "big", "metadata": {"x": "y" * 20_000}}])
     config = tmp_path / "feedback-insights.toml"
-    config.write_text(f'[warehouse]\npath = "wh.duckdb"\n\n[[sources]]\nname = "drop"\nkind = "files"\npath = "{drop}"\n')
+    config.write_text(f'[warehouse]\npath = "wh.duckdb"\n\n[[sources]]\nname = "drop"\nkind = "files"\npath = "{drop}"\nservice = "acme-api"\n')
     # Outside the embedded default, accounts need a real pseudonymisation key.
     result = run_cli("run", "--config", str(config))
     assert result.returncode == 2

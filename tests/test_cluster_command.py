@@ -1,15 +1,21 @@
-"""The stateless ``cluster`` command: a file in, one {id, cluster_id} line per input out."""
+"""The stateless ``cluster`` command (a file in, one {id, cluster_id} line per input out), and
+``clusters list`` / ``clusters show`` on the drafted sample as a script or a maintainer reads them."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
+import pytest
 
+from feedback_insights.cli._clusters import LISTED
 from feedback_insights.clusters import cluster_inputs, read_inputs
-from feedback_insights.config import ClusteringConfig
+from feedback_insights.config import ClusteringConfig, embedded_default
+from feedback_insights.drafts import draft_clusters
+from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, write_jsonl
+from .conftest import run_cli, sample_copy, write_jsonl
 
 GLOB = [
     "search_files ignores the glob parameter and returns every file in the repo",
@@ -73,3 +79,74 @@ def test_an_unknown_view_is_named(tmp_path: Path) -> None:
     done = run_cli("clusters", "list", "--view", "topics", cwd=tmp_path)
     assert done.returncode == 2
     assert "--view must be one of: reports, goals (got 'topics')" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def drafted(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the drafted sample, one cluster ignored and one that needs review."""
+    folder = tmp_path_factory.mktemp("clusters-list")
+    path = sample_copy(clustered_sample, folder)
+    (folder / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n')
+    with Warehouse(path) as wh:
+        draft_clusters(embedded_default(path), wh)
+        ranked = wh.con.execute(
+            """SELECT c.id FROM clusters c JOIN drafts d ON d.cluster_id = c.id
+               WHERE c.view = 'reports' AND c.polarity = 'problem' AND d.drafted_by <> 'hand' ORDER BY c.id""").fetchall()
+        (ignored,), (review,) = ranked[:2]
+        wh.con.execute("UPDATE clusters SET status = 'ignored' WHERE id = ?", [ignored])
+        wh.con.execute("UPDATE clusters SET needs_review = (id = ?), confidence = 0.25 WHERE id = ?", [review, review])
+        wh.con.execute("UPDATE clusters SET needs_review = false WHERE id <> ?", [review])
+    return folder
+
+
+def _ids(folder: Path, *options: str) -> list[int]:
+    done = run_cli("clusters", "list", "--json", "-n", "0", *options, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return [orjson.loads(line)["cluster_id"] for line in done.stdout.splitlines()]
+
+
+def _cluster(folder: Path, status: str | None = None, review: bool | None = None) -> int:
+    with Warehouse(folder / "feedback.duckdb") as wh:
+        where = "status = ?" if status else "needs_review = ?"
+        return wh.con.execute(f"SELECT id FROM clusters WHERE {where}", [status or review]).fetchall()[0][0]
+
+
+def test_clusters_list_leaves_ignored_clusters_out_unless_asked(drafted: Path) -> None:
+    ignored = _cluster(drafted, status="ignored")
+    default, every, only = _ids(drafted), _ids(drafted, "--all"), _ids(drafted, "--status", "ignored")
+    assert ignored not in default and ignored in every and only == [ignored]
+    assert set(every) == set(default) | {ignored}
+    assert ignored not in _ids(drafted, "--status", "open")
+    bad = run_cli("clusters", "list", "--status", "merged", cwd=drafted)
+    assert bad.returncode == 2
+    assert bad.stderr == "error: --status must be one of: open, ignored, fixed, wont_fix (got 'merged')\n"
+
+
+def test_clusters_list_json_gives_every_field_in_a_stable_order(drafted: Path) -> None:
+    done = run_cli("clusters", "list", "--json", "-n", "0", cwd=drafted)
+    rows = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert rows and all(list(row) == list(LISTED) for row in rows)
+    with Warehouse(drafted / "feedback.duckdb") as wh:
+        drafts = {c: (i, s, t) for c, i, s, t in wh.con.execute("SELECT cluster_id, id, status, title FROM drafts").fetchall()}
+        issues = dict(wh.con.execute("SELECT cluster_id, issue_url FROM drafts WHERE issue_url IS NOT NULL").fetchall())
+    for row in rows:
+        assert (row["draft_id"], row["draft_status"], row["draft_title"]) == drafts.get(row["cluster_id"], (None, None, None))
+        assert row["issue_url"] == issues.get(row["cluster_id"])
+        assert row["created_at"] and row["updated_at"] and row["as_of"] and row["week"].startswith("20")
+    assert issues and any(row["issue_number"] for row in rows)  # the sample's issues filed by hand
+    [flagged] = [row for row in rows if row["needs_review"]]
+    assert flagged["cluster_id"] == _cluster(drafted, review=True) and flagged["confidence"] == 0.25
+
+
+def test_a_cluster_that_needs_review_is_flagged_in_the_list_and_show(drafted: Path) -> None:
+    review = _cluster(drafted, review=True)
+    listed = run_cli("clusters", "list", "-n", "0", cwd=drafted, env={**os.environ, "COLUMNS": "200"})
+    line = next(line for line in listed.stdout.splitlines() if line.startswith(f"│ {review} "))
+    assert "review" in line and "this week: 20" in listed.stdout
+    shown = run_cli("clusters", "show", str(review), cwd=drafted, env={**os.environ, "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert "  confidence: 0.25 " in shown.stdout
+    assert f"  needs review: not drafted automatically (drafts create {review} drafts it)\n" in shown.stdout
+    assert "  draft: " in shown.stdout and "(this week: 20" in shown.stdout
+    other = run_cli("clusters", "show", str(_cluster(drafted, status="ignored")), cwd=drafted)
+    assert "needs review" not in other.stdout and "(ignored)" in other.stdout

@@ -12,6 +12,9 @@ from feedback_insights.clusters import cluster, place, smoothing_reach, unit
 from feedback_insights.clusters._algorithm import (
     _around_fresh,
     _hdbscan,
+    _loose,
+    _recheck_members,
+    _smoothed_gate,
     _snn_distances,
     nearest_neighbours,
 )
@@ -129,12 +132,49 @@ def test_hdbscan_labels_are_the_hdbscan_packages_own() -> None:
         assert list(_hdbscan(distances, ClusteringConfig(), len(vectors), single)) == list(expected)
 
 
-def test_smoothing_reaches_as_far_as_a_median_cluster_has_other_members() -> None:
-    settings = ClusteringConfig(smooth_from=7)
-    assert smoothing_reach(np.repeat(np.arange(5), [9, 10, 12, 30, 2]), 15, settings) == 9
+def test_smoothing_reaches_half_as_far_as_a_typical_reports_cluster_has_other_members() -> None:
+    """Half as many as a typical report's cluster has other members. The median is taken over
+    clustered reports, not over clusters: 63 reports, of which 42 are in clusters of 12 or
+    more, make a typical report's cluster 12 strong, so the reach is 11 // 2."""
+    settings = ClusteringConfig(smooth_from=5)
+    assert smoothing_reach(np.repeat(np.arange(5), [9, 10, 12, 30, 2]), 15, settings) == 5
     assert smoothing_reach(np.repeat(np.arange(3), [40, 50, 60]), 15, settings) == 15  # at most k
-    assert smoothing_reach(np.repeat(np.arange(4), [3, 4, 5, 30]), 15, settings) == 0  # too sparse
+    assert smoothing_reach(np.repeat(np.arange(6), [2, 3, 4, 5, 6, 7]), 15, settings) == 0  # too sparse
     assert smoothing_reach(np.full(10, -1), 15, settings) == 0  # nothing clustered
+    # Many pairs beside a few large clusters (broad problems with near-identical phrasings
+    # paired off): a median over clusters would call this sparse; most reports are not.
+    pairs_and_large = np.repeat(np.arange(23), [2] * 20 + [20, 25, 30])
+    assert smoothing_reach(pairs_and_large, 15, settings) == 9  # a typical report is in the cluster of 20
+
+
+def test_a_broad_problem_apart_from_its_neighbours_survives_the_smoothed_gate() -> None:
+    """A problem phrased along a range (a chain of reports from one wording to another) has a
+    low mean pairwise similarity, lower than its members' similarity to a parallel group of
+    other reports: the pairwise test dissolves it. Each member's nearest co-members are far
+    more alike to it than its nearest outsiders, which is what the smoothed gate asks."""
+    rng = np.random.default_rng(0)
+    c = unit(rng.normal(size=(4, 384)))
+    t = np.linspace(0, 1, 60)[:, None]
+
+    def chain(shift: float) -> np.ndarray:
+        path = np.where(t < 0.5, (1 - 2 * t) * c[0] + 2 * t * c[1], (2 - 2 * t) * c[1] + (2 * t - 1) * c[2])
+        return unit(unit(path) + shift * c[3] + 0.3 * rng.normal(size=(60, 384)) / np.sqrt(384))
+
+    vectors = np.vstack([chain(0.0), chain(1.0)])
+    labels = np.concatenate([np.zeros(60, np.int64), np.full(60, -1)])
+    settings = ClusteringConfig()
+    assert list(_loose(vectors, labels, settings)[1]) == [True]
+    assert list(_loose(vectors, labels, _smoothed_gate(settings), smoothed=True)[1]) == [False]
+
+
+def test_a_member_carried_in_by_smoothing_is_taken_out_on_its_own_vector() -> None:
+    """Step 9: a report labelled into group A whose own vector sits among group B's reports
+    (smoothing pulled it across) leaves A; A's own members, and B, stay as they were."""
+    vectors, truth = _groups([10, 10], spread=0.6, seed=23)
+    stray = unit(vectors[10:].mean(axis=0, keepdims=True) + 0.05 * np.random.default_rng(24).normal(size=(1, 384)))
+    labels = np.concatenate([truth, [0]])  # the stray is put in A
+    checked = _recheck_members(np.vstack([vectors, stray]), labels, ClusteringConfig())
+    assert list(checked[:20]) == list(truth) and checked[20] == -1
 
 
 def test_loose_groups_are_left_unclustered() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -29,8 +31,19 @@ def write(tmp_path: Path, text: str) -> Path:
         ('[[sources]]\nname = "a"\nkind = "ftp"\npath = "x"\n', "sources.0: input tag 'ftp' found using 'kind' does not match"),
         ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\ndialect = "xml"\n', "sources.0.dialect: must be one of: auto, afp"),
         ("[ingest]\nmax_bytes = 1000\n", "ingest.max_bytes: input should be greater than or equal to 16384"),
-        ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\n[[sources]]\nname = "a"\nkind = "sql"\npath = "y"\n',
+        ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\n[[sources]]\nname = "a"\nkind = "sql"\npath = "y"\nservice = "s"\n',
          "sources: source names must be unique; repeated: a"),
+        ('[[sources]]\nname = "console"\nkind = "sql"\npath = "y"\n',
+         "sources.0.service: source 'console' reads dialect 'session', whose reports name no service: set service "
+         "(dialects that name none: session)"),
+        ('[[sources]]\nname = "d"\nkind = "files"\npath = "x"\ndialect = "session"\nservice = ""\n',
+         "sources.0.service: string should have at least 1 character"),
+        ('[[sources]]\nname = "d"\nkind = "files"\npath = "x"\nservice_by_tool = { "/*" = "" }\n',
+         "sources.0.service_by_tool./*: string should have at least 1 character"),
+        ('[[sources]]\nname = "d"\nkind = "files"\npath = "x"\nreceived_at = 2026-11-29T23:59:59\n',
+         "sources.0.received_at: must be file, ingest, or an RFC 3339 time with an offset (2026-11-29T23:59:59Z)"),
+        ('[[sources]]\nname = "d"\nkind = "files"\npath = "x"\nreceived_at = "yesterday"\n',
+         "sources.0.received_at: must be file, ingest, or an RFC 3339 time with an offset"),
         ("[warehouse\n", "not valid TOML"),
         ('[drafts.links]\ntrace_id = "https://c.example/{instance}/trace?id={trace_id}"\n',
          "drafts.links.trace_id: unknown placeholder {instance} (placeholders: actual, agent_framework,"),
@@ -49,7 +62,8 @@ def test_errors_name_the_file_and_key(tmp_path: Path, text: str, message: str) -
 
 
 def test_relative_paths_are_relative_to_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, '[warehouse]\npath = "w/f.duckdb"\n[[sources]]\nname = "s"\nkind = "sql"\npath = "app.sqlite"\n')
+    path = write(tmp_path, '[warehouse]\npath = "w/f.duckdb"\n[[sources]]\nname = "s"\nkind = "sql"\npath = "app.sqlite"\n'
+                           'service = "pags"\n')
     config = load(path)
     assert config.warehouse.path == tmp_path / "w" / "f.duckdb"
     (source,) = config.sources
@@ -71,9 +85,34 @@ def test_the_embedded_default_reads_the_packaged_sample(monkeypatch: pytest.Monk
     monkeypatch.chdir(tmp_path)
     config = load()
     assert config == embedded_default()
-    files, table = config.sources
+    files, submissions, table = config.sources
     assert isinstance(files, FileDropConfig) and files.path.name == "sample"
+    assert isinstance(submissions, FileDropConfig) and submissions.path.name == "afp_submissions.jsonl"
     assert isinstance(table, SqlTableConfig) and table.path.name == "session.sqlite"
+    # Every source of the sample says which service its nameless reports are about.
+    assert not any(fnmatch("afp_submissions.jsonl", pattern) for pattern in files.patterns)
+    assert submissions.service and table.service
+
+
+def test_a_source_says_which_service_and_when_for_reports_that_name_neither(tmp_path: Path) -> None:
+    path = write(tmp_path, """[[sources]]
+name = "drop"
+kind = "files"
+path = "drop"
+service = "orbit-mcp"
+service_by_tool = { "/*" = "acme-companies-api", "deploy_*" = "deployer" }
+received_at = 2026-11-29T23:59:59+01:00
+""")
+    (source,) = load(path).sources
+    assert isinstance(source, FileDropConfig)
+    assert source.service == "orbit-mcp"
+    assert list(source.service_by_tool.items()) == [("/*", "acme-companies-api"), ("deploy_*", "deployer")]
+    assert source.received_at == datetime(2026, 11, 29, 22, 59, 59, tzinfo=UTC)
+    assert FileDropConfig(kind="files", name="d", path=tmp_path).received_at == "file"
+    text = '[[sources]]\nname = "d"\nkind = "files"\npath = "x"\nreceived_at = "{}"\n'
+    assert load(write(tmp_path, text.format("ingest"))).sources[0].received_at == "ingest"  # type: ignore[attr-defined]
+    assert load(write(tmp_path, text.format("2026-11-29T10:00:00Z"))).sources[0].received_at == datetime(  # type: ignore[attr-defined]
+        2026, 11, 29, 10, tzinfo=UTC)
 
 
 def test_link_templates_may_use_several_placeholders(tmp_path: Path) -> None:
@@ -86,3 +125,22 @@ timeline_seq = "https://console.example/sessions/{session_id}/timeline/{timeline
     links = load(path).drafts.links
     assert links.trace_id == "https://console.example/v1/instances/{instance_id}/trace?trace_id={trace_id}"
     assert links.url("timeline_seq", {"session_id": "cs 1", "timeline_seq": "7"}) == "https://console.example/sessions/cs%201/timeline/7"
+
+
+def test_a_plugin_dialect_that_names_no_service_needs_its_source_to_say_which() -> None:
+    from types import SimpleNamespace
+
+    from pydantic import ValidationError
+
+    from feedback_insights.core import DIALECTS
+
+    DIALECTS.register("ticketless", SimpleNamespace(NAMES_SERVICE=False))
+    try:
+        with pytest.raises(ValidationError, match=r"dialects that name none: session, ticketless\)"):
+            FileDropConfig(kind="files", name="desk", path=Path("x"), dialect="ticketless")
+        assert FileDropConfig(kind="files", name="desk", path=Path("x"), dialect="ticketless", service="helpdesk").service
+        # A dialect whose reports may name one (AFP records do; bare submissions do not) is
+        # checked report by report when ingested.
+        assert FileDropConfig(kind="files", name="desk", path=Path("x"), dialect="afp").service is None
+    finally:
+        DIALECTS.unregister("ticketless")

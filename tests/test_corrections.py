@@ -1,4 +1,4 @@
-"""Maintainers' corrections: merge, split, ignore — recorded, and respected by later runs."""
+"""Maintainers' corrections: merge, split, move, ignore — recorded, and respected by later runs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from feedback_insights.clusters import CorrectionError, cluster_new_records, merge, set_ignored, split
+from feedback_insights.clusters import CorrectionError, cluster_new_records, merge, move, set_ignored, split
 from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
 from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
@@ -131,3 +131,31 @@ def test_the_cli_names_who_acted(setup, embedder, tmp_path: Path) -> None:
     assert again.returncode == 2 and f"cluster {glob} is already ignored" in again.stderr
     with Warehouse(config.warehouse.path) as wh:
         assert wh.con.execute("SELECT actor, reason FROM cluster_actions").fetchall() == [("dana", "noise")]
+
+
+def test_move_takes_reports_from_any_cluster_and_a_cluster_it_empties_points_at_the_target(setup, embedder) -> None:
+    config, drop = setup
+    write_jsonl(drop / "other.jsonl", [_afp(f"o{i}", t, "search_files", service="other-api") for i, t in enumerate(GLOB)])
+    with Warehouse(config.warehouse.path) as wh:
+        ingest(config, wh)
+        cluster_new_records(wh, embedder)
+        ids = _clusters(wh)
+        glob, webhook = ids["g0"], ids["w0"]
+        webhooks = sorted(k for k, v in ids.items() if v == webhook)
+        moved = move(wh, webhooks[:1], glob, actor="dana", reason="read it again")
+        assert moved.taken == {webhook: [f"drop:{webhooks[0]}"]} and moved.emptied == [] and moved.sources == [webhook]
+        assert _clusters(wh)[webhooks[0]] == glob
+        assert wh.con.execute("SELECT assigned_by FROM cluster_members WHERE view = 'reports' AND id = ?", [webhooks[0]]).fetchall() == [("maintainer",)]
+        emptied = move(wh, webhooks[1:], glob, actor="dana")
+        assert emptied.emptied == [webhook] and emptied.sources == []
+        assert wh.con.execute("SELECT status, merged_into FROM clusters WHERE id = ?", [webhook]).fetchall() == [("merged", glob)]
+        assert wh.con.execute("SELECT action, cluster_id, other_id, actor FROM cluster_actions ORDER BY id").fetchall() == [
+            ("move", glob, webhook, "dana"), ("move", glob, webhook, "dana")]
+        before = _clusters(wh)
+        with pytest.raises(CorrectionError, match="never moves across services"):
+            move(wh, ["g1"], ids["o0"], actor="dana")
+        with pytest.raises(CorrectionError, match=f"cluster {webhook} was merged into {glob}"):
+            move(wh, ["g1"], webhook, actor="dana")
+        with pytest.raises(CorrectionError, match="name at least one record"):
+            move(wh, [], glob, actor="dana")
+        assert _clusters(wh) == before

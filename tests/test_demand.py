@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from feedback_insights.clusters import demand
+from feedback_insights.clusters._demand import default_as_of, weeks
 from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
 from feedback_insights.ingest import ingest
 from feedback_insights.signals import score_new_records
@@ -103,3 +104,34 @@ def test_a_fixed_cluster_with_newer_reports_is_a_regression(warehouse: Warehouse
 def test_figures_default_to_the_newest_report(warehouse: Warehouse) -> None:
     latest = demand(warehouse)
     assert latest.filter(cluster_id=1).row(0, named=True)["reports"] == 9  # includes the report "after" AS_OF
+
+
+def test_this_week_is_the_iso_week_of_the_as_of_instant() -> None:
+    sunday_noon = weeks(AS_OF)  # Sunday 29 November 2026
+    assert (sunday_noon.this_week, sunday_noon.last_week, sunday_noon.name) == (
+        datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 16, tzinfo=UTC), "2026-W48")
+    # As of Monday's first instant, nothing of that Monday is counted: this week is the one before.
+    assert weeks(datetime(2026, 11, 30, tzinfo=UTC)).name == "2026-W48"
+    assert weeks(datetime(2026, 11, 30, 0, 0, 0, 1, tzinfo=UTC)).name == "2026-W49"
+    assert weeks(datetime(2026, 11, 30)).as_of == datetime(2026, 11, 30, tzinfo=UTC)  # naive: UTC
+    assert weeks(datetime(2027, 1, 3, 12, tzinfo=UTC)).name == "2026-W53"  # ISO years
+
+
+def test_the_same_week_counts_the_same_whatever_instant_of_it(warehouse: Warehouse) -> None:
+    def this_and_last(as_of: datetime) -> dict[int, tuple[int, int, str]]:
+        return {r["cluster_id"]: (r["accounts_this_week"], r["accounts_last_week"], r["week"])
+                for r in demand(warehouse, as_of=as_of).iter_rows(named=True)}
+
+    sunday = this_and_last(AS_OF)
+    assert this_and_last(datetime(2026, 11, 30, tzinfo=UTC)) == sunday  # the week's end: nothing new since
+    # A week later the late report (Monday noon) is this week, and the W48 accounts last week.
+    monday = this_and_last(datetime(2026, 11, 30, 13, tzinfo=UTC))
+    assert monday[1] == (1, sunday[1][0], "2026-W49") and monday[2] == (0, sunday[2][0], "2026-W49")
+
+
+def test_the_default_as_of_counts_the_newest_report(warehouse: Warehouse) -> None:
+    (latest,) = warehouse.con.execute("SELECT max(received_at) FROM records").fetchall()[0]
+    row = demand(warehouse).filter(cluster_id=1).row(0, named=True)
+    assert row["as_of"] == default_as_of(warehouse) == latest + timedelta(microseconds=1)
+    assert row["last_seen"] == latest and row["week"] == "2026-W49"
+    assert demand(warehouse, as_of=latest).filter(cluster_id=1).row(0, named=True)["reports"] == row["reports"] - 1

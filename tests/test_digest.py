@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 from datetime import timedelta
@@ -307,3 +308,103 @@ def test_a_failing_webhook_is_named_by_its_variable_never_by_its_url(warehouse: 
     assert done.returncode == 2
     assert done.stderr.strip() == "error: the digest webhook ($FI_HOOK) answered 404: check the URL in $FI_HOOK"
     assert "CANARY" not in done.stdout + done.stderr
+
+
+def _copy(warehouse: Warehouse, folder: Path) -> Path:
+    """A copy of the drafted sample with a configuration beside it, for the commands."""
+    warehouse.checkpoint()
+    shutil.copyfile(warehouse.path, folder / "feedback.duckdb")
+    (folder / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n')
+    return folder / "feedback.duckdb"
+
+
+def _listed(folder: Path, *options: str) -> dict[int, dict]:
+    done = run_cli("clusters", "list", "--json", "-n", "0", *options, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return {row["cluster_id"]: row for row in map(json.loads, done.stdout.splitlines())}
+
+
+def _shown_this_week(folder: Path, cluster_id: int, *options: str) -> int:
+    done = run_cli("clusters", "show", str(cluster_id), *options, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return int(re.search(r"^  accounts_this_week: (\d+)$", done.stdout, re.MULTILINE).group(1))
+
+
+def _drafted_this_week(body: str) -> int:
+    """The "this week" cell of a drafted issue's demand table."""
+    return int(re.search(r"^\|---:.*\n\| \d+ \| (\d+) \|", body, re.MULTILINE).group(1))
+
+
+def test_this_week_is_one_figure_in_the_list_show_drafts_and_the_digest(warehouse: Warehouse, tmp_path: Path) -> None:
+    """For the same as-of instant (the digest's: the end of its week), every reader counts the
+    same distinct accounts this week for the same cluster."""
+    path = _copy(warehouse, tmp_path)
+    with Warehouse(path) as wh:
+        wh.con.execute("DELETE FROM drafts WHERE drafted_by <> 'hand'")  # drafted afresh, as of the week's end
+        draft_clusters(embedded_default(path), wh, as_of=WEEK.end)
+        digest = build(wh, WEEK)
+        bodies = dict(wh.con.execute("SELECT cluster_id, body FROM drafts WHERE drafted_by <> 'hand'").fetchall())
+    in_digest = {p["cluster_id"]: p["accounts_this_week"] for p in digest.top_problems}
+    listed = _listed(tmp_path, "--as-of", "2026-11-23")  # a date: its midnight, UTC
+    assert {listed[c]["week"] for c in in_digest} == {str(WEEK)}
+    assert {c: listed[c]["accounts_this_week"] for c in in_digest} == in_digest
+    drafted = {c: _drafted_this_week(bodies[c]) for c in in_digest if c in bodies}
+    assert len(drafted) >= 3 and drafted == {c: in_digest[c] for c in drafted}
+    for c in list(in_digest)[:3]:
+        assert _shown_this_week(tmp_path, c, "--as-of", "2026-11-23T00:00:00Z") == in_digest[c]
+    markdown = render(digest, "md")
+    for p in digest.top_problems:
+        assert f"{in_digest[p['cluster_id']]} accounts this week ({p['accounts']} in all)" in markdown
+    assert all(f"this week is {WEEK}" in bodies[c] for c in drafted)
+
+
+def test_by_default_the_list_counts_the_week_of_the_newest_report_as_the_digest_does(
+        warehouse: Warehouse, tmp_path: Path) -> None:
+    """The sample's newest report is in its last week: the list (as of that report) and that
+    week's digest give the same accounts this week, with no option given."""
+    (latest,) = warehouse.con.execute("SELECT max(received_at) FROM records").fetchall()[0]
+    week = Week.before(latest + timedelta(days=7))  # the week holding the newest report
+    digest = build(warehouse, week)
+    _copy(warehouse, tmp_path)
+    listed = _listed(tmp_path)
+    assert digest.top_problems
+    for p in digest.top_problems:
+        row = listed[p["cluster_id"]]
+        assert (row["week"], row["accounts_this_week"], row["accounts_last_week"]) == (
+            str(week), p["accounts_this_week"], p["accounts_last_week"])
+
+
+def test_an_ignored_cluster_stays_out_of_every_ranking(warehouse: Warehouse) -> None:
+    before = build(warehouse, WEEK)
+    ignored = before.top_problems[0]["cluster_id"]
+    goal = before.goals[0]["cluster_id"]
+    warehouse.con.execute("UPDATE clusters SET status = 'ignored' WHERE id IN (?, ?)", [ignored, goal])
+    try:
+        after = build(warehouse, WEEK)
+        ranked = after.top_problems + after.new + after.rising + after.regressions + after.praise + after.goals
+        assert ignored not in {p["cluster_id"] for p in ranked} and goal not in {g["cluster_id"] for g in after.goals}
+        kept = [p["cluster_id"] for p in before.top_problems if p["cluster_id"] != ignored]
+        assert [p["cluster_id"] for p in after.top_problems][: len(kept)] == kept  # the next one moves up
+        # Its draft is not waiting for review; the week's totals still say what arrived.
+        assert ignored not in {i["cluster_id"] for i in after.issues if i["status"] != "filed"}
+        assert after.headline == before.headline and after.services == before.services
+    finally:
+        warehouse.con.execute("UPDATE clusters SET status = 'open' WHERE id IN (?, ?)", [ignored, goal])
+
+
+def test_a_cluster_that_needs_review_is_flagged_in_both_renderings(warehouse: Warehouse) -> None:
+    before = build(warehouse, WEEK)
+    flagged = before.top_problems[0]["cluster_id"]
+    review = warehouse.con.execute("SELECT id FROM clusters WHERE needs_review").fetchall()
+    warehouse.con.execute("UPDATE clusters SET needs_review = (id = ?)", [flagged])
+    try:
+        digest = build(warehouse, WEEK)
+        assert [p["needs_review"] for p in digest.top_problems] == [p["cluster_id"] == flagged for p in digest.top_problems]
+        markdown, html = render(digest, "md"), render(digest, "html")
+        first = next(line for line in markdown.splitlines() if line.startswith("1. "))
+        assert "· needs review" in first and markdown.count("needs review") == 1 + sum(
+            p["cluster_id"] == flagged for p in digest.new + digest.rising)
+        assert html.count(">needs review</span>") == 1 + sum(
+            p["cluster_id"] == flagged for p in digest.new + digest.rising + digest.regressions)
+    finally:
+        warehouse.con.execute("UPDATE clusters SET needs_review = list_contains(?, id)", [[i for (i,) in review]])

@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from feedback_insights.clusters import demand
 from feedback_insights.config import embedded_default
 from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
@@ -52,7 +53,9 @@ def _pending(workspace: Path) -> list[str]:
 def test_review_from_the_command_line(workspace: Path) -> None:
     one, two = _pending(workspace)[:2]
     listed = run_cli("drafts", "list", cwd=workspace, env=_env())
-    assert listed.returncode == 0 and "pending" in listed.stdout and "14 drafts" in listed.stdout
+    with Warehouse(workspace / "feedback.duckdb") as wh:
+        (count,) = wh.con.execute("SELECT count(*) FROM drafts").fetchall()[0]
+    assert listed.returncode == 0 and "pending" in listed.stdout and f"{count} drafts" in listed.stdout
     editor = workspace / "editor.py"
     editor.write_text(EDITOR)
     edited = run_cli("drafts", "edit", one, cwd=workspace, env=_env(EDITOR=f"{sys.executable} {editor}"))
@@ -73,9 +76,10 @@ def test_review_from_the_command_line(workspace: Path) -> None:
 
 
 def test_publish_dry_run_and_for_real(workspace: Path) -> None:
-    assert run_cli("drafts", "approve", "3", cwd=workspace, env=_env()).returncode == 0
+    one = _pending(workspace)[0]
+    assert run_cli("drafts", "approve", one, cwd=workspace, env=_env()).returncode == 0
     dry = run_cli("publish", "--dry-run", cwd=workspace, env=_env())
-    assert dry.returncode == 0 and "would file draft 3 on acme/api" in dry.stdout
+    assert dry.returncode == 0 and f"would file draft {one} on acme/api" in dry.stdout
     missing_token = run_cli("publish", cwd=workspace, env={k: v for k, v in _env().items() if k != "FI_CLI_GITHUB_TOKEN"})
     assert missing_token.returncode == 2 and "set FI_CLI_GITHUB_TOKEN" in missing_token.stderr
     with running_github() as github:
@@ -85,7 +89,7 @@ def test_publish_dry_run_and_for_real(workspace: Path) -> None:
         done = run_cli("publish", cwd=workspace, env=_env(FI_CLI_GITHUB_TOKEN=github.token))
         assert done.returncode == 0, done.stderr
         [issue] = github.issues("acme/api")
-    assert f"filed draft 3: {issue['html_url']}" in done.stdout and "1 filed" in done.stdout
+    assert f"filed draft {one}: {issue['html_url']}" in done.stdout and "1 filed" in done.stdout
 
 
 def _records() -> list[dict]:
@@ -108,7 +112,8 @@ def test_draft_preview_treats_a_file_as_one_cluster(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     shown = orjson.loads(done.stdout)
     assert set(shown) == {"title", "body", "labels", "messages"}
-    assert shown["title"].startswith("acme-companies-api: ")
+    # "tool or endpoint: symptom": the cluster's name, no trailing period.
+    assert shown["title"].startswith("/contacts/export: ") and not shown["title"].endswith(".")
     assert "Agents from **3 accounts** reported" in shown["body"] and "3 blocking" in shown["body"]
     assert "cc @&#8203;octocat" in shown["body"] and "acct_0" not in shown["body"]
     assert shown["labels"] == ["agent-feedback"]
@@ -123,3 +128,62 @@ def test_draft_preview_names_the_bad_line(tmp_path: Path) -> None:
     done = run_cli("draft-preview", "--input", str(tmp_path / "records.jsonl"), cwd=tmp_path)
     assert done.returncode == 2 and "line 2" in done.stderr and "feedback.outcome" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_drafts_list_refuses_an_unknown_status_in_one_line(workspace: Path) -> None:
+    done = run_cli("drafts", "list", "--status", "done", cwd=workspace, env=_env())
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "error: --status must be one of: pending, approved, rejected, filed, superseded (got 'done')\n"
+
+
+def test_drafts_list_json_gives_every_field_a_script_needs(workspace: Path) -> None:
+    from feedback_insights.drafts._review import LISTED
+
+    done = run_cli("drafts", "list", "--json", cwd=workspace, env=_env())
+    assert done.returncode == 0, done.stderr
+    rows = [orjson.loads(line) for line in done.stdout.splitlines()]
+    with Warehouse(workspace / "feedback.duckdb") as wh:
+        drafts = {i: (c, s, t) for i, c, s, t in wh.con.execute("SELECT id, cluster_id, status, title FROM drafts").fetchall()}
+        figures = {r["cluster_id"]: r for r in demand(wh).iter_rows(named=True)}
+    assert len(rows) == len(drafts) and all(list(row) == list(LISTED) for row in rows)  # every field, in order
+    assert [row["status"] for row in rows] == sorted((row["status"] for row in rows), key=lambda s: s != "pending")
+    for row in rows:
+        assert (row["cluster_id"], row["status"], row["title"]) == drafts[row["id"]]
+        now = figures[row["cluster_id"]]
+        assert (row["accounts"], row["accounts_this_week"], row["accounts_last_week"], row["week"]) == (
+            now["accounts"], now["accounts_this_week"], now["accounts_last_week"], now["week"])
+        assert row["needs_review"] == now["needs_review"] and row["confidence"] == now["confidence"]
+        assert row["created_at"] and row["updated_at"]
+    filed = [row for row in rows if row["status"] == "filed"]  # the sample's issues filed by hand
+    assert filed and all(row["issue_url"] and row["issue_number"] and row["repo"] for row in filed)
+    pending = run_cli("drafts", "list", "--status", "pending", "--json", cwd=workspace, env=_env())
+    assert {orjson.loads(line)["status"] for line in pending.stdout.splitlines()} == {"pending"}
+
+
+def test_drafts_create_drafts_a_cluster_that_needs_review(clustered_sample: Path, tmp_path: Path) -> None:
+    from feedback_insights.drafts import crosses_threshold
+
+    path = sample_copy(clustered_sample, tmp_path)
+    (tmp_path / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n')
+    with Warehouse(path) as wh:
+        over = [row["cluster_id"] for row in demand(wh).sort("accounts", descending=True).iter_rows(named=True)
+                if row["polarity"] == "problem" and row["status"] == "open"
+                and crosses_threshold(row, embedded_default(path).drafts)]
+        cluster = over[0]
+        wh.con.execute("UPDATE clusters SET confidence = 0.2, needs_review = true WHERE id = ?", [cluster])
+    stage = run_cli("draft", cwd=tmp_path, env=_env())
+    assert stage.returncode == 0 and f"drafts create {cluster}" in stage.stdout
+    with Warehouse(path) as wh:
+        assert wh.con.execute("SELECT count(*) FROM drafts WHERE cluster_id = ?", [cluster]).fetchall() == [(0,)]
+    done = run_cli("drafts", "create", str(cluster), cwd=tmp_path, env=_env())
+    assert done.returncode == 0, done.stderr
+    with Warehouse(path) as wh:
+        [(draft_id, actor)] = wh.con.execute(
+            """SELECT d.id, a.actor FROM drafts d JOIN draft_actions a ON a.draft_id = d.id
+               WHERE d.cluster_id = ? AND a.action = 'drafted'""", [cluster]).fetchall()
+    assert actor == "maria" and f"as draft {draft_id}" in done.stdout
+    again = run_cli("drafts", "create", str(cluster), cwd=tmp_path, env=_env())
+    assert again.returncode == 2 and again.stderr.startswith(f"error: cluster {cluster} already has draft {draft_id}")
+    listed = run_cli("drafts", "list", "--json", cwd=tmp_path, env=_env())
+    mine = [orjson.loads(line) for line in listed.stdout.splitlines() if orjson.loads(line)["id"] == draft_id]
+    assert mine[0]["needs_review"] is True and mine[0]["confidence"] == 0.2

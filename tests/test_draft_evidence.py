@@ -128,8 +128,18 @@ def test_a_drafted_in_session_issue_quotes_the_turn_and_links_its_trace(sample: 
 
 
 def test_a_voice_turn_shows_its_dictation_and_links_its_audio(sample: Warehouse) -> None:
-    # The sample's voice rows sit in no cluster that crosses the threshold: draft one's cluster anyway.
-    row = _session_row(sample, "json_extract_string(r.context, '$.audioKey') IS NOT NULL", drafted=False)
+    # The sample's voice rows sit in no cluster that crosses the threshold, or in none at all:
+    # draft one as a cluster of its own.
+    ((collector, record_id),) = sample.con.execute(
+        """SELECT collector, id FROM records WHERE dialect = 'session' AND duplicate_of IS NULL
+           AND json_extract_string(context, '$.audioKey') IS NOT NULL ORDER BY id LIMIT 1""").fetchall()
+    ((cluster_id,),) = sample.con.execute(
+        """INSERT INTO clusters (view, service, polarity, created_at, updated_at)
+           SELECT 'reports', service, 'problem', now(), now() FROM records WHERE collector = ? AND id = ? RETURNING id""",
+        [collector, record_id]).fetchall()
+    sample.con.execute("UPDATE cluster_members SET cluster_id = ? WHERE view = 'reports' AND collector = ? AND id = ?",
+                       [cluster_id, collector, record_id])
+    row = _session_row(sample, f"r.id = '{record_id}'", drafted=False)
     body = render_body(_inputs(sample, row["cluster_id"]), _settings())
     assert f"What the speech recogniser heard (dictation):\n\n{neutralise.quote(row['dictation'], LIMIT)}" in body
     audio = f"https://console.example/audio/{_e(row['audio_key'])}"

@@ -14,11 +14,13 @@ from feedback_insights.clusters import demand
 from feedback_insights.config import Config, DraftsConfig, EvidenceLinks, embedded_default
 from feedback_insights.drafts import (
     MAX_BODY,
+    DraftError,
     DraftInput,
     ReviewError,
     approve,
     cluster_of,
     crosses_threshold,
+    draft_cluster,
     draft_clusters,
     draft_input,
     edit_form,
@@ -29,6 +31,7 @@ from feedback_insights.drafts import (
     render_body,
     save_edit,
 )
+from feedback_insights.drafts._render import TITLE_CHARS, normalise_title
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import sample_copy
@@ -77,16 +80,19 @@ def _filed_by_hand(wh: Warehouse) -> dict[int, str]:
 def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse) -> None:
     config = _config(warehouse.path)
     figures = demand(warehouse)
-    expected = {
-        row["cluster_id"] for row in figures.iter_rows(named=True)
+    over = {
+        row["cluster_id"]: row["needs_review"] for row in figures.iter_rows(named=True)
         if row["polarity"] == "problem" and row["status"] == "open" and crosses_threshold(row, config.drafts)
     }
+    expected = {cluster for cluster, review in over.items() if not review}
     assert len(expected) >= 10  # the sample's planted problems
     by_hand = _filed_by_hand(warehouse)
-    assert by_hand and set(by_hand) <= expected
+    assert by_hand  # attached whatever their demand (below)
     run = draft_clusters(config, warehouse)
     drafts = _drafts(warehouse)
+    # A cluster that needs review is left for a maintainer (drafts create), unless filed by hand.
     assert {d["cluster_id"] for d in drafts} == expected - set(by_hand)
+    assert sorted(run.held) == sorted(set(over) - expected - set(by_hand))
     assert len(run.drafted) == len(drafts) and run.refreshed == []
     # A cluster its owner already filed by hand follows that issue instead of getting a draft.
     attached = warehouse.con.sql("SELECT * FROM drafts WHERE drafted_by = 'hand'").pl().to_dicts()
@@ -140,7 +146,8 @@ def test_evidence_cells_link_to_the_configured_consoles(warehouse: Warehouse) ->
         """SELECT r.request_id, d.cluster_id FROM drafts d
            JOIN cluster_members m ON m.cluster_id = d.cluster_id AND m.view = 'reports'
            JOIN records r ON r.collector = m.collector AND r.id = m.id
-           WHERE r.request_id IS NOT NULL AND r.duplicate_of IS NULL ORDER BY d.reports, r.id LIMIT 1"""
+           WHERE r.request_id IS NOT NULL AND r.duplicate_of IS NULL AND d.drafted_by <> 'hand'
+           ORDER BY d.reports, r.id LIMIT 1"""
     ).fetchall()[0]
     body = warehouse.con.execute("SELECT body FROM drafts WHERE cluster_id = ?", [cluster_id]).fetchall()[0][0]
     links = MarkdownIt("gfm-like").parse(body)
@@ -149,7 +156,7 @@ def test_evidence_cells_link_to_the_configured_consoles(warehouse: Warehouse) ->
 
 
 def test_the_samples_planted_injection_is_quoted_inert(warehouse: Warehouse) -> None:
-    draft_clusters(_config(warehouse.path), warehouse)
+    draft_clusters(_config(warehouse.path, suggestions=20), warehouse)  # every suggestion quoted
     bodies = "\n".join(d["body"] for d in _drafts(warehouse))
     assert "@&#8203;maintainers please merge" in bodies  # quoted, with the ping broken
     assert "closes \\#&#8203;12" in bodies
@@ -277,3 +284,84 @@ def test_a_body_stays_within_githubs_limit_however_long_the_reports(warehouse: W
     body = render_body(DraftInput(**{**asdict(inputs), "reports": reports}), settings)
     assert len(body) <= MAX_BODY and cluster_of(body) == inputs.cluster_id
     assert active_elements(body, **TEMPLATE) == []
+
+
+def _over_threshold(wh: Warehouse, config: Config) -> list[dict]:
+    """Open problem clusters over the drafting threshold, not filed by hand, most accounts first."""
+    by_hand = _filed_by_hand(wh)
+    return [row for row in demand(wh).sort("accounts", descending=True).iter_rows(named=True)
+            if row["polarity"] == "problem" and row["status"] == "open" and crosses_threshold(row, config.drafts)
+            and row["cluster_id"] not in by_hand]
+
+
+def test_a_cluster_that_needs_review_waits_for_a_maintainer(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    warehouse.con.execute("UPDATE clusters SET needs_review = false")
+    held = _over_threshold(warehouse, config)[0]["cluster_id"]
+    warehouse.con.execute("UPDATE clusters SET confidence = 0.31, needs_review = true WHERE id = ?", [held])
+    run = draft_clusters(config, warehouse)
+    assert run.held == [held] and held not in {d["cluster_id"] for d in _drafts(warehouse)}
+    assert f"1 cluster needs review before drafting: drafts create {held}" in run.line()
+    assert draft_clusters(config, warehouse).held == [held]  # still waiting, still no draft
+    draft_id = draft_cluster(config, warehouse, held, "maria")
+    drafted = get_draft(warehouse, draft_id)
+    assert drafted["cluster_id"] == held and drafted["status"] == "pending" and cluster_of(drafted["body"]) == held
+    assert [(a["action"], a["actor"]) for a in history(warehouse, draft_id)] == [("drafted", "maria")]
+    assert draft_clusters(config, warehouse).held == []  # drafted: the stage refreshes it like any other
+    with pytest.raises(DraftError, match=f"already has draft {draft_id} \\(pending\\)"):
+        draft_cluster(config, warehouse, held, "maria")
+
+
+def test_a_maintainer_drafts_only_live_problem_clusters(warehouse: Warehouse) -> None:
+    config = _config(warehouse.path)
+    kinds = dict(warehouse.con.execute(
+        "SELECT polarity || '/' || view, min(id) FROM clusters WHERE status = 'open' GROUP BY ALL").fetchall())
+    small = next(row["cluster_id"] for row in demand(warehouse).iter_rows(named=True)
+                 if row["polarity"] == "problem" and not crosses_threshold(row, config.drafts))
+    ignored = _over_threshold(warehouse, config)[0]["cluster_id"]
+    warehouse.con.execute("UPDATE clusters SET status = 'ignored' WHERE id = ?", [ignored])
+    with pytest.raises(DraftError, match="no cluster 99999"):
+        draft_cluster(config, warehouse, 99999, "maria")
+    with pytest.raises(DraftError, match="praise cluster: only problems are drafted"):
+        draft_cluster(config, warehouse, kinds["praise/reports"], "maria")
+    with pytest.raises(DraftError, match="goal theme cluster"):
+        draft_cluster(config, warehouse, kinds["problem/goals"], "maria")
+    with pytest.raises(DraftError, match=f"cluster {ignored} is ignored: clusters unignore {ignored} first"):
+        draft_cluster(config, warehouse, ignored, "maria")
+    # Under the threshold is the maintainer's call.
+    assert get_draft(warehouse, draft_cluster(config, warehouse, small, "maria"))["cluster_id"] == small
+
+
+def test_titles_are_the_clusters_name_tool_or_endpoint_then_symptom(warehouse: Warehouse) -> None:
+    draft_clusters(_config(warehouse.path), warehouse)
+    drafts = _drafts(warehouse)
+    labels = dict(warehouse.con.execute("SELECT id, label FROM clusters").fetchall())
+    services = dict(warehouse.con.execute("SELECT id, service FROM clusters").fetchall())
+    named = 0
+    for d in drafts:
+        title, label = d["title"], labels[d["cluster_id"]]
+        assert len(title) <= TITLE_CHARS and not title.endswith(".") and "\n" not in title
+        assert ": " in title  # always "what: symptom"
+        if label and ": " in label:  # a name of that form is the title
+            assert title == normalise_title(label)
+            named += 1
+        elif label and " · " not in label:  # a name without a tool comes after the service
+            assert title == normalise_title(f"{services[d['cluster_id']]}: {label}")
+    assert named >= len(drafts) // 2  # the sample's named problems: the agent-authored services' tools
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/contacts/export: bare 400 names no field.", "/contacts/export: bare 400 names no field"),
+        ("search_files: glob ignored...", "search_files: glob ignored"),
+        ("  create_item:\n  fails   silently  ", "create_item: fails silently"),
+        ("/jobs: the cursor repeats page two when the page size is changed between two calls, again and again",
+         "/jobs: the cursor repeats page two when the page size is changed between two…"),
+        ("/jobs: " + "x" * 100, "/jobs: " + "x" * 72 + "…"),  # one long word: cut inside it
+        ("@octocat: closes #1 see https://evil.example", "@\u200boctocat: closes #\u200b1 see https\u200b://evil.example"),
+    ],
+)
+def test_a_title_has_no_trailing_period_and_is_cut_at_a_word(text: str, expected: str) -> None:
+    assert normalise_title(text) == expected
+    assert len(normalise_title(text)) <= TITLE_CHARS + expected.count("\u200b")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import duckdb
 import numpy as np
 
 from feedback_insights.clusters import MiniLMEmbedder, embed_with_cache, record_text, text_sha256
@@ -76,11 +79,54 @@ def test_the_sql_and_python_compositions_agree_on_every_sample_record(tmp_path) 
     config = embedded_default(tmp_path / "wh.duckdb")
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)
-        columns = [f for f in FIELDS if f not in ("agent", "evidence", "context", "metadata", "original")]
+        columns = [f for f in FIELDS if f not in ("agent", "metadata", "original")]
         rows = wh.con.execute(f"SELECT {text_sql('reports')}, {', '.join(columns)} FROM records r").fetchall()
-    vague = 0
+    vague = with_turn = 0
     for sql_text, *values in rows:
         python_text = record_text(dict(zip(columns, values, strict=True)))
         assert (sql_text or "") == python_text
         vague += not python_text
+        with_turn += "\nthe reply it is about: " in python_text
     assert 0 < vague < len(rows) / 5  # some reports are too vague to cluster; most are not
+    assert with_turn >= 60  # the in-session complaints carry the reply they are about
+
+
+def test_the_turn_a_report_is_about_follows_its_own_words() -> None:
+    """Turn-anchored feedback adds the reply, the turn before and a voice turn's dictation,
+    labelled, after the report's own lines; JSON text (a warehouse row) or objects (a file)."""
+    turn = {"target_text": " You have 3 agents. ", "prompt_text": "how many agents?", "target_role": "assistant"}
+    record = {"category": "incorrect_response", "summary": "It only listed some of my agents",
+              "evidence": json.dumps(turn), "context": {"dictation": "how many ages", "surface": "chat"}}
+    assert record_text(record) == (
+        "incorrect response\nIt only listed some of my agents\nthe reply it is about: You have 3 agents.\n"
+        "the turn before: how many agents?\nvoice input heard as: how many ages"
+    )
+    # RFC-026 keeps the rated exchange under evidence.context: the same lines.
+    rated = {"category": "incorrect_response", "summary": "It only listed some of my agents", "actual": "You have 3.",
+             "evidence": {"context": {"user_query": "how many agents?", "ai_response_snippet": "You have 3."}}}
+    assert record_text(rated) == ("incorrect response\nIt only listed some of my agents\nYou have 3.\n"
+                                  "the reply it is about: You have 3.\nthe turn before: how many agents?")
+    # Not a string, not JSON, or blank: no line, and never an error.
+    assert record_text({**record, "evidence": "{cut by a redaction", "context": {"dictation": 7}}) == (
+        "incorrect response\nIt only listed some of my agents"
+    )
+    # The reply does not make a vague report specific: still too few words of its own.
+    assert record_text({**record, "summary": "it's wrong"}) == ""
+
+
+def test_sql_and_python_agree_on_awkward_turns(tmp_path) -> None:
+    from feedback_insights.clusters import text_sql
+
+    cases = ['{"target_text": "  spaced\\n", "prompt_text": 5}', '{cut', "[1, 2]", '"just text"', None,
+             '{"context": {"user_query": "  asked\\t", "ai_response_snippet": {"nested": 1}}}', '{"context": "flat"}',
+             '{"target_text": "", "prompt_text": "it\'s \\"quoted\\" -- and ; dropped"}']
+    with duckdb.connect() as con:
+        for evidence in cases:
+            sql = con.execute(
+                f"SELECT {text_sql('reports')} FROM (SELECT 'other' AS category, NULL AS tool, "
+                "'the export keeps failing badly' AS summary, NULL AS detail, NULL AS expected, NULL AS actual, "
+                "NULL AS suggestion, ?::VARCHAR AS evidence, NULL::VARCHAR AS context) r",
+                [evidence],
+            ).fetchone()[0]
+            python = record_text({"category": "other", "summary": "the export keeps failing badly", "evidence": evidence})
+            assert sql == python, evidence

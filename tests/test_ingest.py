@@ -52,7 +52,7 @@ def files_config(tmp_path: Path, folder: Path, batch_size: int = 10_000) -> Conf
         privacy=PRIVACY,
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
         ingest=IngestConfig(batch_size=batch_size),
-        sources=[FileDropConfig(kind="files", name="drop", path=folder)],
+        sources=[FileDropConfig(kind="files", name="drop", path=folder, service="svc")],
     )
 
 
@@ -237,7 +237,7 @@ def test_a_missing_source_is_one_clear_error_and_the_others_still_run(tmp_path: 
         privacy=PRIVACY,
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
         sources=[FileDropConfig(kind="files", name="gone", path=tmp_path / "nope"),
-                 FileDropConfig(kind="files", name="drop", path=drop)],
+                 FileDropConfig(kind="files", name="drop", path=drop, service="svc")],
     )
     with Warehouse(config.warehouse.path) as wh:
         summary = ingest(config, wh)
@@ -289,7 +289,7 @@ def test_worker_processes_store_exactly_what_in_process_ingestion_stores(tmp_pat
             privacy=PRIVACY,
             warehouse=WarehouseConfig(path=tmp_path / f"w{workers}.duckdb"),
             ingest=IngestConfig(batch_size=2_000, workers=workers),
-            sources=[FileDropConfig(kind="files", name="drop", path=drop)],
+            sources=[FileDropConfig(kind="files", name="drop", path=drop, service="svc")],
         )
         with Warehouse(config.warehouse.path) as wh:
             summary = ingest(config, wh)

@@ -61,6 +61,17 @@ def inputs(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         return draft_input(wh, figures.row(0, named=True))
 
 
+def test_an_llm_title_is_normalised_like_ours(llm: LLMFake, inputs: DraftInput) -> None:
+    long = ("/contacts/export: the 400 error names no field, so agents bisect the request body by hand "
+            "until the export finally works.")
+    llm.reply_json({**GOOD, "title": long})
+    with _client(llm) as client:
+        draft = llm_draft(inputs, SETTINGS, client)
+    assert draft.drafted_by == "llm"
+    assert draft.title == "/contacts/export: the 400 error names no field, so agents bisect the request…"
+    assert len(draft.title) <= 80
+
+
 def test_a_valid_answer_gives_the_title_and_summary(llm: LLMFake, inputs: DraftInput) -> None:
     llm.reply_json(GOOD)
     with _client(llm) as client:

@@ -24,7 +24,7 @@ def test_signals_are_computed_once_beside_the_provided_nlp_object(tmp_path: Path
     config = Config(
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
         privacy=PrivacyConfig(hmac_key="k"),
-        sources=[FileDropConfig(kind="files", name="drop", path=drop)],
+        sources=[FileDropConfig(kind="files", name="drop", path=drop, service="acme-companies-api")],
     )
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)

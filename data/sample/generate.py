@@ -2709,6 +2709,34 @@ planted = {"secrets": PLANTED["secrets"], "pii": PLANTED["pii"],
 write_text("planted.json", json.dumps(planted, ensure_ascii=False, indent=2) + "\n")
 
 # ---------------------------------------------------------------------------
+EMBEDDED_DEFAULT_README = """\
+## How the embedded default reads it
+
+With no configuration file, `feedback-insights` ingests this folder as three sources:
+
+| source | reads | service of a report that names none | received time of a report that carries none |
+| --- | --- | --- | --- |
+| `sample` | `afp_records.jsonl`, `afs.jsonl`, `sep2369.jsonl`, `rfc026.json` | none needed: every report names its own | none needed: every report has its own |
+| `sample-submissions` | `afp_submissions.jsonl` (dialect `afp`) | `acme-companies-api` when its endpoint is a path (`service_by_tool = { "/*" = … }`), else `orbit-mcp` | 2026-11-29T23:59:59Z |
+| `sample-session` | `session.sqlite` | `pags-console` | none needed: every row has `ts` |
+
+Bare AFP submissions carry neither a service nor a time. Their service follows from what they
+call: acme-companies-api is an HTTP API, whose endpoints are paths (`/companies/search`);
+orbit-mcp is an MCP server, whose tools are names (`search_files`), and the one submission
+that names no endpoint is about `search_files` too. So all 22 get the service `truth.jsonl`
+gives them (12 acme-companies-api, 10 orbit-mcp), and they cluster with their service's reports.
+
+Their time is when the file was delivered: the close of the sample's last week, Sunday
+2026-11-29 23:59:59 UTC, which is also the latest of any report. The demand figures' "this week"
+(the 7 days up to the newest report) is then exactly the last Mon-Sun week of the table above,
+whatever day the pipeline runs. The bare submissions are counted in that week rather than spread
+as in the table: they carry no time to spread them by. They carry no account either, so they add
+nothing to distinct-account figures; they do add to report counts, and (measured 2026-12-01)
+`orbit.validate_before_create_undocumented`, with 3 bare reports, comes out `rising` instead of
+`steady`. Any one time has such an effect somewhere (at the start of the first week instead, a
+one-off bare report that clusters beside `acme.rate_limit_no_retry_after` makes that `rising`
+instead of `new`); the close of the last week is the one a file drop has."""
+
 # README with counts
 # ---------------------------------------------------------------------------
 
@@ -2790,6 +2818,9 @@ lines.append("- 4 AFP retries in `afp_records.jsonl` (new id, same session_id an
              "`afp_submissions.jsonl`.")
 lines.append(f"- {len(bad)} deliberately invalid lines/rows, each listed in `truth.jsonl` with `why`.")
 lines.append("- ~15% of AFS bodies use near-miss enum values (`Feature Request`, `timeout`, `CRITICAL`, `Failed`, …).")
+lines.append("")
+# How feedback_insights.config.embedded_default reads this folder (kept by hand in step with it).
+lines.append(EMBEDDED_DEFAULT_README)
 lines.append("")
 write_text("README.md", "\n".join(lines))
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 #: The stage packages, importable as attributes.
-STAGES = ("core", "config", "ingest", "privacy", "warehouse", "signals", "clusters", "drafts", "publish", "digest",
+STAGES = ("core", "config", "llm", "ingest", "privacy", "warehouse", "signals", "clusters", "drafts", "publish", "digest",
           "collector", "flows", "cli")
 #: The names most scripts start from: name → the package that defines it (and its name there).
 _NAMES = {
@@ -34,7 +34,7 @@ _NAMES = {
 
 __all__ = [  # the names above, spelled out for static tools
     "STAGES", "Config", "ConfigError", "Warehouse", "__version__", "cli", "clusters", "collector", "config", "core",
-    "digest", "drafts", "embedded_default", "flows", "ingest", "load_config", "privacy", "publish", "signals",
+    "digest", "drafts", "embedded_default", "flows", "ingest", "llm", "load_config", "privacy", "publish", "signals",
     "warehouse",
 ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,7 @@ from ._app import ByOption, ConfigOption, ReasonOption, UserError, actor, app, e
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..drafts import ChatClient, Correction
     from ..warehouse import Warehouse
 
 clusters_app = typer.Typer(help="Clusters of duplicate reports: demand, and maintainers' corrections.")
@@ -22,7 +23,6 @@ app.add_typer(clusters_app, name="clusters")
 ViewOption = Annotated[str, typer.Option("--view", help="reports | goals")]
 SourceOption = Annotated[str | None, typer.Option(
     "--source", help="Only reports from agent | runtime | human (or one source value, e.g. server_observed).")]
-T = TypeVar("T")
 
 #: The figures ``clusters show`` prints, in order; counts are 0 for a cluster with no live report.
 SHOWN = ("service", "accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime",
@@ -31,6 +31,23 @@ SHOWN = ("service", "accounts", "accounts_this_week", "accounts_last_week", "acc
          "high_severity_language", "mean_sentiment", "mean_specificity")
 _COUNTS = {"accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime",
            "accounts_human", "reports", "anonymous_reports", "sessions", "expectation_gaps", "high_severity_language"}
+#: What ``clusters list --json`` gives of each cluster, in this order (README, "Clusters and
+#: demand"): the cluster, its demand as of ``as_of`` (this week is ``week``, from ``week_start``),
+#: its draft and issue (null when it has none), and its times.
+LISTED = (
+    "cluster_id", "view", "service", "polarity", "status", "label", "confidence", "needs_review", "config_version",
+    "accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime", "accounts_human",
+    "reports", "reports_this_week", "reports_agent", "reports_runtime", "reports_human", "anonymous_reports",
+    "dismissed_reports", "blocking_reports", "sessions", "tools", "first_seen", "last_seen", "lanes", "categories",
+    "severities", "outcomes", "expectation_gaps", "high_severity_language", "mean_sentiment", "mean_specificity",
+    "reports_two_weeks", "reports_6_weeks_before", "trend", "regression", "score", "week", "week_start", "as_of",
+    "draft_id", "draft_status", "draft_title", "known_status", "repo", "issue_number", "issue_url",
+    "fixed_at", "created_at", "updated_at",
+)
+#: The statuses ``clusters list --status`` takes (merged clusters live on only as pointers).
+LISTED_STATUSES = ("open", "ignored", "fixed", "wont_fix")
+AS_OF_HELP = ("Figures as of this instant (UTC unless it says): reports received before it count, and this week is "
+              "its ISO week (default: just after the newest report; 2026-11-30 gives the 2026-W48 digest's).")
 
 
 def source_filter(source: str | None) -> tuple[str, ...] | None:
@@ -49,10 +66,15 @@ def cluster_with_progress(cfg: Config) -> None:
     """The pipeline stage, with a progress bar over the texts being embedded."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-    from ..clusters import MiniLMEmbedder, cluster_new_records
+    from ..clusters import MiniLMEmbedder, cluster_assist, cluster_new_records
+    from ..drafts import merge_clusters
     from ..warehouse import Warehouse
 
-    with Warehouse(cfg.warehouse.path) as warehouse, Progress(
+    def merge(wh: Warehouse, into: int, other: int, actor: str, reason: str) -> None:
+        """A merge the LLM judged right reaches the drafts as a maintainer's would."""
+        merge_clusters(cfg, wh, into, other, actor, reason)
+
+    with Warehouse(cfg.warehouse.path) as warehouse, cluster_assist(cfg.llm, merge=merge) as assist, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         console=err, transient=True,
     ) as progress:
@@ -61,9 +83,13 @@ def cluster_with_progress(cfg: Config) -> None:
             warehouse, MiniLMEmbedder(cfg.embedding), cfg.clustering,
             on_embed=lambda n: progress.advance(task, n),
             on_total=lambda n: progress.update(task, total=n, completed=0),
+            assist=assist,
         )
     out.print(f"[bold]clusters[/]: {summary.line('reports')}", highlight=False)
     out.print(f"[bold]goal themes[/]: {summary.line('goals')}", highlight=False)
+    if assist:
+        colour = "yellow" if assist.assistant.failure else "bold"
+        out.print(f"[{colour}]llm[/]: {escape(assist.line())}", highlight=False)
 
 
 @app.command("cluster")
@@ -105,39 +131,60 @@ def clusters_list(
     config: ConfigOption = None,
     view: ViewOption = "reports",
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show this many (0 = all).")] = 30,
-    as_of: Annotated[datetime | None, typer.Option("--as-of", help="Figures as of this instant (default: newest report).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per cluster with every figure.")] = False,
+    as_of: Annotated[datetime | None, typer.Option("--as-of", help=AS_OF_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per cluster with every field (README).")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Include ignored clusters.")] = False,
+    status: Annotated[str | None, typer.Option(
+        "--status", help=f"Only clusters of this status: {' | '.join(LISTED_STATUSES)}.")] = None,
     source: SourceOption = None,
 ) -> None:
     """Clusters by ranking score, with distinct accounts (and who reported), trend and the rest
-    of the demand; ``--source`` counts only one tier's reports."""
+    of the demand; ignored ones only with ``--all`` or ``--status ignored``; ``--source``
+    counts only one tier's reports."""
     import orjson
+    import polars as pl
     from rich.table import Table
 
     from ..clusters import VIEWS, demand
+    from ..drafts import cluster_drafts
     from ..warehouse import Warehouse
 
     if view not in VIEWS:
         raise UserError(f"--view must be one of: {', '.join(VIEWS)} (got {view!r})")
+    if status is not None and status not in LISTED_STATUSES:
+        raise UserError(f"--status must be one of: {', '.join(LISTED_STATUSES)} (got {status!r})")
     sources = source_filter(source)
     cfg = load_config(config)
     with Warehouse(cfg.warehouse.path) as warehouse:
         frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days, sources=sources)
-    if not all_:
-        frame = frame.filter(frame["status"] != "ignored")
+        drafts = cluster_drafts(warehouse)
+    if frame.is_empty():
+        if not as_json:
+            out.print("no clusters with reports yet (feedback-insights clusters update makes them)")
+        return
+    week, counted_to = frame["week"][0], frame["as_of"][0]
+    if status is not None:
+        frame = frame.filter(pl.col("status") == status)
+    elif not all_:
+        frame = frame.filter(pl.col("status") != "ignored")
     if limit:
         frame = frame.head(limit)
+    frame = frame.join(drafts, on="cluster_id", how="left", maintain_order="left")
     if as_json:
-        for row in frame.iter_rows(named=True):
+        for row in frame.select(LISTED).iter_rows(named=True):
             out.file.write(orjson.dumps(row, default=str).decode() + "\n")
         return
     table = Table("id", "service", "kind", "label", "accounts", "a/r/h", "this wk", "last wk", "reports", "trend",
-                  "score", caption="a/r/h: the accounts that reported as agents / runtimes / humans")
+                  "score", caption=(
+                      f"this week: {week}, Monday 00:00 UTC to {counted_to:%Y-%m-%d %H:%M} UTC · a/r/h: the accounts "
+                      "that reported as agents / runtimes / humans · review: low confidence, not drafted "
+                      "automatically (clusters show ID)"))
     for row in frame.iter_rows(named=True):
         trend = "[red]regression[/]" if row["regression"] else row["trend"]
         if row["status"] != "open":
             trend += f" ({row['status']})"
+        if row["needs_review"]:
+            trend += " [magenta]review[/]"
         table.add_row(
             str(row["cluster_id"]), row["service"] or "—", row["polarity"], escape(row["label"] or ""),
             str(row["accounts"]), f"{row['accounts_agent']}/{row['accounts_runtime']}/{row['accounts_human']}",
@@ -150,24 +197,29 @@ def clusters_list(
 @clusters_app.command("show")
 def clusters_show(
     cluster_id: Annotated[int, typer.Argument(help="Cluster id.")],
+    as_of: Annotated[datetime | None, typer.Option("--as-of", help=AS_OF_HELP)] = None,
     config: ConfigOption = None,
 ) -> None:
-    """One cluster: its demand figures and its reports (scrubbed text; dismissed ones marked,
-    and left out of every figure)."""
+    """One cluster: its confidence, draft, demand figures and its reports (scrubbed text;
+    dismissed ones marked, and left out of every figure)."""
     from ..clusters import demand
+    from ..drafts import cluster_drafts
     from ..warehouse import Warehouse
 
     cfg = load_config(config)
     with Warehouse(cfg.warehouse.path) as warehouse:
         found = warehouse.con.execute(
-            "SELECT view, status, merged_into, label, medoid_id, service FROM clusters WHERE id = ?", [cluster_id]
+            """SELECT view, status, merged_into, label, medoid_id, service, confidence,
+                      coalesce(needs_review, false), config_version FROM clusters WHERE id = ?""", [cluster_id]
         ).fetchall()
         if not found:
             raise UserError(f"no cluster {cluster_id}")
-        view, status, merged_into, label, medoid_id, service = found[0]
+        view, status, merged_into, label, medoid_id, service, confidence, needs_review, version = found[0]
         if status == "merged":
             raise UserError(f"cluster {cluster_id} was merged into {merged_into}: clusters show {merged_into}")
-        rows = demand(warehouse, view=view, half_life_days=cfg.demand.half_life_days).filter(cluster_id=cluster_id)
+        rows = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days).filter(
+            cluster_id=cluster_id)
+        drafted = cluster_drafts(warehouse).filter(cluster_id=cluster_id).to_dicts()
         reports = warehouse.con.execute(
             """SELECT r.id, r.received_at, r.account, coalesce(r.summary, r.goal, r.detail, ''),
                       r.status IS NOT DISTINCT FROM 'dismissed' FROM cluster_members m
@@ -177,6 +229,17 @@ def clusters_show(
     dismissed = sum(1 for *_, is_dismissed in reports if is_dismissed)
     figures = rows.row(0, named=True) if rows.height else _no_live_reports(service, dismissed)
     out.print(f"[bold]cluster {cluster_id}[/]: {escape(label or '')}  ({status})", highlight=False)
+    shown = "unknown" if confidence is None else f"{confidence:.2f}"
+    out.print(f"  confidence: {shown} (clustering config {escape(version or 'unrecorded')})", highlight=False)
+    if needs_review:
+        out.print(f"  [magenta]needs review[/]: not drafted automatically (drafts create {cluster_id} drafts it)",
+                  highlight=False)
+    for d in drafted:
+        issue = f", issue {d['issue_url']} ({d['known_status']})" if d["issue_url"] else ""
+        out.print(f"  draft: {d['draft_id']} ({d['draft_status']}){escape(issue)}", highlight=False)
+    if rows.height:
+        out.print(f"  as of: {figures['as_of']:%Y-%m-%d %H:%M:%S} UTC (this week: {figures['week']}, "
+                  f"from Monday {figures['week_start']:%Y-%m-%d})", highlight=False)
     for key in SHOWN:
         out.print(f"  {key}: {escape(str(figures[key]))}", highlight=False)
     for record_id, received_at, account, text, is_dismissed in reports:
@@ -192,10 +255,23 @@ def _no_live_reports(service: str | None, dismissed: int) -> dict[str, object]:
     return figures | {"service": service, "dismissed_reports": dismissed, "score": 0.0, "tools": []}
 
 
-def _correct(action: Callable[[Warehouse], T], cfg: Config) -> T:
+def _correct(action: Callable[[Config, Warehouse, ChatClient | None], Correction], config: Path | None,
+             headline: Callable[[Correction], str]) -> None:
+    """Run a correction and what follows for the drafts (LLM-assisted when ``[llm]`` is
+    configured, as the drafting stage is), then print what it did to the drafts."""
     from ..clusters import CorrectionError
+    from ..drafts import ChatClient
 
-    return in_warehouse(cfg, action, CorrectionError)
+    cfg = load_config(config)
+    client = ChatClient(cfg.llm) if cfg.llm else None
+    try:
+        done = in_warehouse(cfg, lambda w: action(cfg, w, client), CorrectionError)
+    finally:
+        if client:
+            client.close()
+    out.print(headline(done), highlight=False)
+    for line in done.lines():
+        out.print(escape(line), highlight=False)
 
 
 @clusters_app.command("merge")
@@ -204,11 +280,13 @@ def clusters_merge(
     other: Annotated[int, typer.Argument(help="The cluster merged into it.")],
     by: ByOption = None, reason: ReasonOption = None, config: ConfigOption = None,
 ) -> None:
-    """Merge cluster OTHER into INTO (OTHER keeps a merged_into pointer)."""
-    from ..clusters import merge
+    """Merge cluster OTHER into INTO (OTHER keeps a merged_into pointer). OTHER's draft is
+    superseded; when both issues are filed, INTO's survives and the next publish closes OTHER's
+    as its duplicate."""
+    from ..drafts import merge_clusters
 
-    _correct(lambda w: merge(w, into, other, actor(by), reason), load_config(config))
-    out.print(f"merged cluster {other} into {into}")
+    _correct(lambda c, w, llm: merge_clusters(c, w, into, other, actor(by), reason, llm), config,
+             lambda _: f"merged cluster {other} into {into}")
 
 
 @clusters_app.command("split")
@@ -217,11 +295,25 @@ def clusters_split(
     records: Annotated[list[str], typer.Argument(help="Record ids (or collector:id) to move into a new cluster.")],
     by: ByOption = None, reason: ReasonOption = None, config: ConfigOption = None,
 ) -> None:
-    """Move records out of a cluster into a new one."""
-    from ..clusters import split
+    """Move records out of a cluster into a new one; the cluster's pending draft is re-rendered."""
+    from ..drafts import split_cluster
 
-    new_id = _correct(lambda w: split(w, cluster_id, records, actor(by), reason), load_config(config))
-    out.print(f"moved {len(records)} records from cluster {cluster_id} into new cluster {new_id}")
+    _correct(lambda c, w, llm: split_cluster(c, w, cluster_id, records, actor(by), reason, llm), config,
+             lambda done: f"moved {len(records)} records from cluster {cluster_id} into new cluster {done.new_cluster}")
+
+
+@clusters_app.command("move")
+def clusters_move(
+    records: Annotated[list[str], typer.Argument(help="Record ids (or collector:id), in a cluster or in none.")],
+    to: Annotated[int, typer.Option("--to", help="The cluster they join: same service, problem or praise.")],
+    by: ByOption = None, reason: ReasonOption = None, config: ConfigOption = None,
+) -> None:
+    """Move reports into another cluster of their service (a problem report may join praise, and
+    the other way round); the drafts of the clusters they left and joined are re-rendered."""
+    from ..drafts import move_records
+
+    _correct(lambda c, w, llm: move_records(c, w, records, to, actor(by), reason, llm), config,
+             lambda _: f"moved {len(records)} records into cluster {to}")
 
 
 @clusters_app.command("ignore")
@@ -230,10 +322,10 @@ def clusters_ignore(
     by: ByOption = None, reason: ReasonOption = None, config: ConfigOption = None,
 ) -> None:
     """Ignore a cluster: no drafts, left out of rankings; it still absorbs its new reports."""
-    from ..clusters import set_ignored
+    from ..drafts import ignore_cluster
 
-    _correct(lambda w: set_ignored(w, cluster_id, actor(by), True, reason), load_config(config))
-    out.print(f"ignored cluster {cluster_id}")
+    _correct(lambda c, w, llm: ignore_cluster(c, w, cluster_id, actor(by), True, reason, llm), config,
+             lambda _: f"ignored cluster {cluster_id}")
 
 
 @clusters_app.command("unignore")
@@ -241,8 +333,35 @@ def clusters_unignore(
     cluster_id: Annotated[int, typer.Argument(help="The cluster to take back.")],
     by: ByOption = None, reason: ReasonOption = None, config: ConfigOption = None,
 ) -> None:
-    """Take back an ignore."""
-    from ..clusters import set_ignored
+    """Take back an ignore; the cluster's pending draft is re-rendered."""
+    from ..drafts import ignore_cluster
 
-    _correct(lambda w: set_ignored(w, cluster_id, actor(by), False, reason), load_config(config))
-    out.print(f"cluster {cluster_id} is open again")
+    _correct(lambda c, w, llm: ignore_cluster(c, w, cluster_id, actor(by), False, reason, llm), config,
+             lambda _: f"cluster {cluster_id} is open again")
+
+
+@clusters_app.command("rebuild")
+def clusters_rebuild(
+    config: ConfigOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the mapping; change nothing.")] = False,
+    by: ByOption = None,
+) -> None:
+    """Re-cluster every report with the configured clustering version (clustering.version,
+    default the latest); clusters keep their id where their members overlap most, and their
+    drafts follow as after a merge."""
+    from ..clusters import CorrectionError, MiniLMEmbedder, UnknownVersion
+    from ..drafts import ChatClient, rebuild_clusters
+
+    cfg = load_config(config)
+    client = ChatClient(cfg.llm) if cfg.llm else None
+    try:
+        with err.status("re-clustering every report"):
+            result, done = in_warehouse(
+                cfg, lambda w: rebuild_clusters(cfg, w, MiniLMEmbedder(cfg.embedding), actor(by), dry_run, client),
+                UnknownVersion, CorrectionError,
+            )
+    finally:
+        if client:
+            client.close()
+    for line in [*result.lines(), *done.lines()]:
+        out.print(escape(line), highlight=False)

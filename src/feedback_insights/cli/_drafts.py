@@ -60,24 +60,54 @@ def _review(action: Callable[[Warehouse], T], cfg: Config) -> T:
 
 @drafts_app.command("list")
 def drafts_list(
-    status: Annotated[str | None, typer.Option(help="pending | approved | rejected | filed")] = None,
+    status: Annotated[str | None, typer.Option(help="pending | approved | rejected | filed | superseded")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per draft with every field (README).")] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Drafts, pending ones first, by distinct accounts."""
+    """Drafts, pending ones first, by their cluster's distinct accounts now."""
+    import orjson
     from rich.table import Table
 
     from ..drafts import list_drafts
 
-    rows = _review(lambda w: list_drafts(w, status).to_dicts(), load_config(config))
-    table = Table(title=f"{len(rows)} drafts")
-    for name in ("id", "status", "accounts", "reports"):
+    cfg = load_config(config)
+    rows = _review(lambda w: list_drafts(w, status, cfg.demand.half_life_days).to_dicts(), cfg)
+    if as_json:
+        for row in rows:
+            out.file.write(orjson.dumps(row, default=str).decode() + "\n")
+        return
+    week = next((r["week"] for r in rows if r["week"]), None)
+    table = Table(title=f"{len(rows)} drafts", caption=f"this week: {week}, as of the newest report" if week else None)
+    for name in ("id", "cluster", "status", "accounts", "this wk", "reports"):
         table.add_column(name, justify="left" if name == "status" else "right", no_wrap=True)
     table.add_column("title / issue", overflow="fold", ratio=1)
     for r in rows:
-        status_text = r["status"] + (f" ({r['known_status']})" if r["known_status"] else "") + (" · edited" if r["edited"] else "")
+        status_text = (r["status"] + (f" ({r['known_status']})" if r["known_status"] else "")
+                       + (" · edited" if r["edited"] else "") + (" · needs review" if r["needs_review"] else ""))
         title = r["title"] + (f"\n{r['issue_url']}" if r["issue_url"] else "") + (" (LLM)" if r["drafted_by"] == "llm" else "")
-        table.add_row(*(escape(str(c)) for c in (r["id"], status_text, r["accounts"], r["reports"], title)))
+        table.add_row(*(escape(str(c)) for c in (r["id"], r["cluster_id"], status_text, r["accounts"],
+                                                  r["accounts_this_week"], r["reports"], title)))
     out.print(table)
+
+
+@drafts_app.command("create")
+def drafts_create(
+    cluster_id: Annotated[int, typer.Argument(help="The cluster to draft (feedback-insights clusters list).")],
+    by: ByOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Draft one cluster now, whatever its confidence and demand: how a cluster that needs
+    review is drafted once a maintainer has looked at it (the drafting stage leaves it)."""
+    from ..drafts import DraftError, draft_cluster
+
+    cfg = load_config(config)
+    client = _chat_client(cfg)
+    try:
+        draft_id = in_warehouse(cfg, lambda w: draft_cluster(cfg, w, cluster_id, actor(by), client), DraftError)
+    finally:
+        if client:
+            client.close()
+    out.print(f"drafted cluster {cluster_id} as draft {draft_id}; review it with feedback-insights drafts show {draft_id}")
 
 
 @drafts_app.command("show")

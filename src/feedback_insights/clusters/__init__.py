@@ -3,16 +3,31 @@
 - embedding (:class:`MiniLMEmbedder`, the packaged model, with a warehouse cache);
 - the algorithm (:func:`place`, :func:`cluster`: precision first, incremental);
 - the stage over the warehouse (:func:`cluster_new_records`) and cluster labels;
-- maintainers' corrections (merge, split, ignore);
+- maintainers' corrections (merge, split, move, ignore);
+- optional LLM help (:func:`cluster_assist`): problem statements, names, borderline merges;
 - demand per cluster, counted by distinct accounts (:func:`demand`);
 - the stateless file mode (:func:`cluster_inputs`), the same embedder and algorithm.
 """
 
 from ._algorithm import Placement, assign, background, cluster, place, smooth, smoothing_reach, unit
-from ._corrections import CorrectionError, default_actor, merge, set_ignored, split
+from ._assist import (
+    GREY_BAND,
+    MAX_PAIRS,
+    Assistant,
+    Evidence,
+    Judgement,
+    borderline_pairs,
+    cluster_centroids,
+    embedded_text,
+    typical,
+)
+from ._assist_store import ClusterAssist, cluster_assist, undo_merge
+from ._confidence import RULE, ConfidenceRule, confidence
+from ._corrections import CorrectionError, Moved, Then, default_actor, merge, move, set_ignored, split
 from ._demand import demand, latest_report
 from ._embedding import (
     TEXT_COMPOSITION,
+    TURN_CONTEXT,
     Embedder,
     MapShards,
     MiniLMEmbedder,
@@ -20,49 +35,79 @@ from ._embedding import (
     in_process,
     record_text,
     text_sha256,
+    text_sql,
     to_matrix,
 )
 from ._file_mode import InputError, cluster_inputs, read_inputs, write_outputs
 from ._labels import key_terms, medoid
 from ._lookup import find_records
-from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_stale, text_sql
+from ._rebuild import Rebuild, rebuild
+from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_stale
+from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force, settings_in_force
 
 __all__ = [
+    "GREY_BAND",
+    "MAX_PAIRS",
+    "Assistant",
+    "ClusterAssist",
+    "Evidence",
+    "Judgement",
+    "LATEST",
+    "RULE",
     "TEXT_COMPOSITION",
+    "TURN_CONTEXT",
+    "VERSIONS",
     "VIEWS",
     "ClusterRun",
+    "ClusteringVersion",
+    "ConfidenceRule",
     "CorrectionError",
     "Embedder",
     "InputError",
     "MapShards",
     "MiniLMEmbedder",
+    "Moved",
     "Placement",
+    "Rebuild",
+    "Then",
+    "UnknownVersion",
     "assign",
     "background",
+    "borderline_pairs",
+    "cluster_assist",
+    "cluster_centroids",
     "cluster",
     "cluster_inputs",
     "cluster_new_records",
+    "confidence",
     "default_actor",
     "demand",
     "describe",
     "describe_stale",
     "embed_with_cache",
+    "embedded_text",
     "find_records",
+    "in_force",
     "in_process",
     "key_terms",
     "latest_report",
     "medoid",
     "merge",
+    "move",
     "place",
     "read_inputs",
+    "rebuild",
     "record_text",
     "set_ignored",
+    "settings_in_force",
     "smooth",
     "smoothing_reach",
     "split",
     "text_sql",
     "text_sha256",
     "to_matrix",
+    "typical",
+    "undo_merge",
     "unit",
     "write_outputs",
 ]

@@ -20,23 +20,39 @@ compilation per process, so neither is used directly. The steps:
    other form a cluster (HDBSCAN's density view misses duplicates that come in twos, the
    common case); attach and trim again.
 7. **Cohesion gate:** a cluster whose members are, on average, less alike than
-   ``min_cohesion``, or hardly more alike to each other than to their ten nearest outsiders
-   (``separation``), is dissolved: better unclustered than merged wrongly.
-8. **Smoothing**, where problems are well populated: when the median cluster of steps 3–6 has
-   more than ``smooth_from`` members, each vector is pulled towards its nearest neighbours (as
-   many as a median cluster has other members, at most ``neighbours``) — ``x ← 0.3·x₀ +
-   0.7·W x``, twice, ``W`` the cosine weights of the neighbour graph — and steps 2–6 run again
-   with HDBSCAN and the merge on the smoothed vectors (``smoothed_merge_similarity``); the gate
-   of step 7 then asks for ``smoothed_separation`` on them. Averaging over a neighbourhood
-   removes the noise of single phrasings, so a problem with thirty reports comes out as one
-   cluster instead of several fragments. With a handful of reports per problem a report's
-   neighbours are mostly other problems' reports and averaging would merge them: that is why
-   the first pass decides, and why attaching and trimming still judge the reports themselves.
+   ``min_cohesion``, or hardly more alike to each other (mean over all pairs) than to their
+   ten nearest outsiders (``separation``), is dissolved: better unclustered than merged wrongly.
+8. **Smoothing**, where problems are well populated. ``m`` is the size of the first-pass
+   cluster (steps 3–7) a typical clustered report is in (the median over clustered reports,
+   so many pairs beside a few large clusters do not make a corpus look sparse); when
+   ``(m − 1) // 2`` is at least ``smooth_from``, each vector is pulled towards that many
+   nearest neighbours (at most ``neighbours``): ``x ← 0.3·x₀ + 0.7·W x``, twice, ``W`` the
+   cosine weights of the neighbour graph. Half a typical cluster, so that even a report at
+   the edge of its problem is pulled mostly by reports of that problem. Steps 2–6 run again
+   with HDBSCAN and the merge on the smoothed vectors (``smoothed_merge_similarity``);
+   attaching, trimming and pairing still judge the reports themselves. The gate on the
+   smoothed vectors compares like with like: each member's ten nearest co-members against
+   its ten nearest outsiders, at least ``smoothed_separation`` apart on average (the mean over
+   all pairs of a large, broad problem is lower than its members' similarity to their nearest
+   outsiders even when it stands well apart, so the test of step 7 dissolved most of hwu64's
+   intents). Averaging over a neighbourhood removes the noise of single phrasings, so a
+   problem with thirty reports comes out as one cluster instead of several fragments. With a
+   handful of reports per problem a report's neighbours are mostly other problems' reports
+   and averaging would merge them: that is why the first pass decides.
+9. **Members re-checked on their own vectors** (after step 8 only, twice): a member whose ten
+   nearest co-members are on average less alike to it than its ten nearest outsiders, by more
+   than ``−member_separation`` (0.02), was carried in by its neighbours' phrasing and leaves;
+   a cluster left with one member dissolves. Smoothing buys recall; this step keeps it from
+   paying with precision. The separation tests (steps 7–9) are relative — a report's or a
+   cluster's nearest insiders, or all its pairs, against its nearest outsiders — so they hold
+   in corpora of tight and of broad problems alike; ``min_cohesion``, the merge thresholds
+   and the joining rule are the absolute cosines.
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
-:func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it, on
-smoothed vectors where the partition's clusters are large enough for step 8 (else they stay
-out); what is left is clustered among itself (steps 2–8), together with the earlier left-overs
+:func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it, or
+step 8's on smoothed vectors where the partition's clusters are large enough for step 8 (else
+they stay out; the joining rule already judges each on its own vector, as step 9 would); what
+is left is clustered among itself (steps 2–9), together with the earlier left-overs
 near a new report (a new cluster must hold one). Members never move, so cluster ids are stable
 by construction. Defaults and their measured effect: README, "Clusters and demand";
 ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
@@ -45,9 +61,13 @@ by construction. Defaults and their measured effect: README, "Clusters and deman
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import torch
 
 from ..config import ClusteringConfig
 
@@ -161,7 +181,7 @@ def _gate_joins(
     if reach:  # the clusters were cut and gated on smoothed vectors (step 8): judge them there too
         everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
         vectors, outsiders, gate = everything[: len(vectors)], everything[len(vectors) :], _smoothed_gate(settings)
-    ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders)
+    ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders, bool(reach))
     refused = ids[loose & ~np.isin(ids, curated if curated is not None else [])]
     joins = joins.copy()
     joins[joined[np.isin(joins[joined], refused)]] = -1
@@ -196,18 +216,20 @@ def cluster_centred(vectors: np.ndarray, settings: ClusteringConfig, outsiders: 
     # Identical rows are found before the projection, which may round them apart.
     _, twins = np.unique(vectors, axis=0, return_inverse=True)
     neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k, twins=twins)
-    labels = _cut(vectors, vectors, neighbours, settings, settings.merge_similarity)
+    labels = _dissolve_loose(vectors, _cut(vectors, vectors, neighbours, settings, settings.merge_similarity), settings, outsiders)
     reach = smoothing_reach(labels, k, settings)
     if reach == 0:
-        return _renumber(_dissolve_loose(vectors, labels, settings, outsiders))
+        return _renumber(labels)
+    smoothed_outsiders = outsiders
     if outsiders is not None and len(outsiders):  # smoothed among everything in view, as in one run
         everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
-        smoothed, outsiders = everything[:n], everything[n:]
+        smoothed, smoothed_outsiders = everything[:n], everything[n:]
     else:
         smoothed = _smooth_along(vectors, neighbours[:, :reach], sims[:, :reach], settings)
     neighbours, _ = nearest_neighbours(_reduce(smoothed, settings.pca_dimensions), k, twins=twins)
     labels = _cut(vectors, smoothed, neighbours, settings, settings.smoothed_merge_similarity)
-    return _renumber(_dissolve_loose(smoothed, labels, _smoothed_gate(settings), outsiders))
+    labels = _dissolve_loose(smoothed, labels, _smoothed_gate(settings), smoothed_outsiders, smoothed=True)
+    return _renumber(_recheck_members(vectors, labels, settings, outsiders))
 
 
 def _cut(
@@ -228,12 +250,18 @@ def _cut(
 
 
 def smoothing_reach(labels: np.ndarray, k: int, settings: ClusteringConfig) -> int:
-    """How many neighbours a vector is smoothed towards: one fewer than the median cluster's
-    size (capped at ``k``), so that a typical report's neighbours are reports of its own
-    problem; 0 (no smoothing) when that is fewer than ``smooth_from``. Where problems have only
-    a handful of reports each, smoothing would average across problems."""
+    """How many neighbours a vector is smoothed towards: half as many as the first-pass
+    cluster of a typical clustered report has other members (the median over clustered
+    reports of their cluster's size, less one, halved; at most ``k``), so that even a report
+    at the edge of its problem is pulled mostly by reports of that problem; 0 (no smoothing)
+    when that is fewer than ``smooth_from``. Where problems have only a handful of reports
+    each, smoothing would average across problems. Counted per report, not per cluster: many
+    pairs beside a few large clusters (a corpus of broad problems, where the first pass also
+    pairs off near-identical phrasings) do not make a typical report's problem small. Half,
+    not all: with as many neighbours as a cluster has members, two close problems of thirty
+    reports each (clinc150's "calendar" and "calendar update") were averaged into one."""
     _, sizes = np.unique(labels[labels >= 0], return_counts=True)  # labels may be any ids
-    reach = min(k, int(np.median(sizes)) - 1) if len(sizes) else 0
+    reach = min(k, (int(np.median(np.repeat(sizes, sizes))) - 1) // 2) if len(sizes) else 0
     return reach if reach >= settings.smooth_from else 0
 
 
@@ -264,6 +292,31 @@ def _smoothed_gate(settings: ClusteringConfig) -> ClusteringConfig:
     """The gate on smoothed vectors: there members are alike by construction (mean cosine well
     above any ``min_cohesion``), so separation from outsiders decides."""
     return settings.model_copy(update={"separation": settings.smoothed_separation})
+
+
+def _recheck_members(
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None,
+    rounds: int = 2,
+) -> np.ndarray:
+    """Step 9: the members of clusters cut on smoothed vectors, judged on their own vectors.
+    Smoothing pulls a report towards its neighbours; one whose own ten nearest co-members are
+    less alike to it than its ten nearest outsiders (by more than ``member_separation``) was
+    carried in by its neighbours' phrasing, not by what it says, and leaves. The test is
+    relative to each report's own neighbourhood, so it holds in a corpus of tight problems
+    and in one of broad ones alike; it is how smoothing keeps its recall without paying for it
+    in precision. Clusters left with one member dissolve."""
+    labels = labels.copy()
+    for _ in range(rounds):
+        if not (labels >= 0).any():
+            break
+        inside, outside = _inside_outside_similarity(vectors, labels, outsiders, within=True)
+        stray = (labels >= 0) & (inside - outside < settings.member_separation)
+        if not stray.any():
+            break
+        labels[stray] = -1
+        kept, sizes = np.unique(labels[labels >= 0], return_counts=True)
+        labels[np.isin(labels, kept[sizes < 2])] = -1
+    return labels
 
 
 def _attach(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig) -> np.ndarray:
@@ -491,38 +544,51 @@ def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, r
 
 
 def _dissolve_loose(
-    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None,
+    smoothed: bool = False,
 ) -> np.ndarray:
     """Dissolve the clusters that :func:`_loose` finds."""
-    ids, loose = _loose(vectors, labels, settings, outsiders)
+    ids, loose = _loose(vectors, labels, settings, outsiders, smoothed)
     return np.where(np.isin(labels, ids[loose]), -1, labels)
 
 
 def _loose(
-    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None,
+    smoothed: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cluster ids, and which of them are not alike enough: mean pairwise cosine (for unit
     vectors ``(|Σx|² − n) / (n(n − 1))``) below ``min_cohesion``, or not ``separation`` above the
-    members' mean similarity to their nearest outsiders. The second test is what catches a
+    members' mean similarity to their ten nearest outsiders. The second test is what catches a
     loose group in a dense region (reports sharing a template), which any fixed cohesion
-    threshold either lets through or, set higher, takes real clusters with it."""
+    threshold either lets through or, set higher, takes real clusters with it.
+
+    On ``smoothed`` vectors the clusters are large (that is when smoothing runs), and the mean
+    similarity of *all* pairs in a large, broad problem is lower than that of any member to its
+    ten nearest outsiders even when the problem is well apart from its neighbours: the test
+    compares like with like there, each member's ten nearest co-members against its ten
+    nearest outsiders."""
     ids, sums, sizes = _sums(vectors, labels)
     if len(ids) == 0:
         return ids, np.zeros(0, dtype=bool)
     cohesion = ((sums**2).sum(axis=1) - sizes) / np.maximum(sizes * (sizes - 1), 1)
     clustered = labels >= 0
-    outside = np.bincount(
-        np.searchsorted(ids, labels[clustered]), weights=_outside_similarity(vectors, labels, outsiders)[clustered],
-        minlength=len(ids),
+    inside, outside = _inside_outside_similarity(vectors, labels, outsiders, within=smoothed)
+    alike = inside if smoothed else np.zeros(len(vectors))
+    margin = np.bincount(
+        np.searchsorted(ids, labels[clustered]), weights=(alike - outside)[clustered], minlength=len(ids),
     ) / sizes
-    return ids, (cohesion < settings.min_cohesion) | (cohesion - outside < settings.separation)
+    if not smoothed:
+        margin += cohesion
+    return ids, (cohesion < settings.min_cohesion) | (margin < settings.separation)
 
 
-def _outside_similarity(
-    vectors: np.ndarray, labels: np.ndarray, outsiders: np.ndarray | None = None, k: int = 10, block: int = 2048
-) -> np.ndarray:
-    """Each clustered point's mean cosine to its ``k`` nearest points outside its own cluster,
-    ``outsiders`` included (-1 when there are none); unclustered points get 0, unused."""
+def _inside_outside_similarity(
+    vectors: np.ndarray, labels: np.ndarray, outsiders: np.ndarray | None = None, within: bool = False,
+    k: int = 10, block: int = 2048,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each clustered point's mean cosine to its ``k`` nearest co-members (only ``within``,
+    else zeros) and to its ``k`` nearest points outside its own cluster, ``outsiders`` included
+    (-1 when there are none); unclustered points get 0, unused."""
     import torch
 
     if outsiders is not None and len(outsiders):
@@ -532,17 +598,28 @@ def _outside_similarity(
         everything, every_label = vectors, labels
     matrix = torch.from_numpy(np.ascontiguousarray(everything, dtype=np.float32))
     label_t = torch.from_numpy(every_label)
-    out = np.zeros(len(vectors))
+    inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))
     members = np.flatnonzero(labels >= 0)
     for start in range(0, len(members), block):
         rows = members[start : start + block]
         scores = matrix[rows] @ matrix.T
-        scores[label_t[rows][:, None] == label_t[None, :]] = -float("inf")
-        values = torch.topk(scores, min(k, len(everything)), dim=1).values.numpy()
-        finite = np.isfinite(values)
-        counts = finite.sum(axis=1)
-        out[rows] = np.where(counts > 0, np.where(finite, values, 0).sum(axis=1) / np.maximum(counts, 1), -1.0)
-    return out
+        same = label_t[rows][:, None] == label_t[None, :]
+        outside[rows] = _mean_top(scores.masked_fill(same, -float("inf")), k)
+        if within:
+            own = scores.masked_fill(~same, -float("inf"))
+            own[torch.arange(len(rows)), torch.from_numpy(rows)] = -float("inf")  # not itself
+            inside[rows] = _mean_top(own, k)
+    return inside, outside
+
+
+def _mean_top(scores: torch.Tensor, k: int) -> np.ndarray:
+    """Row means of the ``k`` largest finite scores (-1 for a row with none)."""
+    import torch
+
+    values = torch.topk(scores, min(k, scores.shape[1]), dim=1).values.numpy()
+    finite = np.isfinite(values)
+    counts = finite.sum(axis=1)
+    return np.where(counts > 0, np.where(finite, values, 0).sum(axis=1) / np.maximum(counts, 1), -1.0)
 
 
 def _renumber(labels: np.ndarray) -> np.ndarray:

@@ -1,8 +1,16 @@
 """Demand per cluster, in DuckDB SQL: how many distinct accounts hit it, and how it moves.
 
 Like Sentry's "users affected", demand is counted by distinct (pseudonymised) accounts: one
-agent retrying twenty times is one account. Figures are computed "as of" an instant; by default
-the newest report in the warehouse, so the same data always gives the same figures.
+agent retrying twenty times is one account. Figures are computed "as of" an instant: every
+report received *before* it counts. By default that is just after the newest report in the
+warehouse (:func:`default_as_of`), so the same data always gives the same figures.
+
+**This week** has one definition, here, for every reader (``clusters list``, ``clusters show``,
+drafted issues and the weekly digest): the ISO week (Monday 00:00 UTC) that holds the as-of
+instant, up to that instant; **last week** is the whole ISO week before it (:func:`weeks`). The
+digest of a week is as of that week's end, so its "this week" is that week; ``clusters list
+--as-of 2026-11-30`` gives the figures of the 2026-W48 digest. Each row says which week it
+counted (``week``, ``week_start``) and as of when (``as_of``).
 
 **Dismissed reports** (a triage status an in-session source keeps: a person decided the report
 is not a problem) count for nothing: not in accounts, reports, trend, score or blocking reports,
@@ -31,15 +39,16 @@ each, multiplied, is the round figure below both measured ratios. Only our own s
 keeps its severity weight. Reports without an account are counted (``anonymous_reports``) but
 add nothing to the score: they cannot be told apart.
 
-Trend: ``new`` when first seen in the last 7 days; ``rising`` when the last 14 days hold at
-least 3 reports and at least twice the mean 14-day count of the 6 weeks before; else ``steady``.
+Trend: ``new`` when first seen this week; ``rising`` when this week and last week hold at least
+3 reports and at least twice the mean two-week count of the 6 weeks before; else ``steady``.
 A cluster whose issue was fixed and which has reports after the fix is a ``regression``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -76,7 +85,7 @@ WITH considered AS (
     FROM cluster_members m
     JOIN records r USING (collector, id)
     LEFT JOIN record_signals s USING (collector, id)
-    WHERE m.view = $view AND m.cluster_id IS NOT NULL AND r.received_at <= $as_of
+    WHERE m.view = $view AND m.cluster_id IS NOT NULL AND r.received_at < $as_of
       AND ($sources::VARCHAR[] IS NULL OR list_contains($sources::VARCHAR[], r.source))
 ), members AS (
     SELECT * FROM considered WHERE status IS DISTINCT FROM 'dismissed'
@@ -92,9 +101,10 @@ WITH considered AS (
 ), figures AS (
     SELECT cluster_id,
         count(DISTINCT account) AS accounts,
-        count(DISTINCT account) FILTER (WHERE received_at > $as_of - INTERVAL 7 DAY) AS accounts_this_week,
-        count(DISTINCT account) FILTER (WHERE received_at > $as_of - INTERVAL 14 DAY
-                                          AND received_at <= $as_of - INTERVAL 7 DAY) AS accounts_last_week,
+        count(DISTINCT account) FILTER (WHERE received_at >= $this_week) AS accounts_this_week,
+        count(DISTINCT account) FILTER (WHERE received_at >= $last_week AND received_at < $this_week)
+            AS accounts_last_week,
+        count(*) FILTER (WHERE received_at >= $this_week) AS reports_this_week,
         count(*) AS reports,
         count(*) FILTER (WHERE account IS NULL) AS anonymous_reports,
         {_BY_TIER},
@@ -111,19 +121,22 @@ WITH considered AS (
         count(*) FILTER (WHERE severity_language = 'high') AS high_severity_language,
         avg(sentiment) AS mean_sentiment,
         avg(specificity) AS mean_specificity,
-        count(*) FILTER (WHERE received_at > $as_of - INTERVAL 14 DAY) AS reports_last_14_days,
-        count(*) FILTER (WHERE received_at > $as_of - INTERVAL 56 DAY
-                           AND received_at <= $as_of - INTERVAL 14 DAY) AS reports_6_weeks_before
+        count(*) FILTER (WHERE received_at >= $last_week) AS reports_two_weeks,
+        count(*) FILTER (WHERE received_at >= $last_week - INTERVAL 42 DAY
+                           AND received_at < $last_week) AS reports_6_weeks_before
     FROM members GROUP BY cluster_id
 )
-SELECT c.id AS cluster_id, c.service, c.polarity, c.status, c.label, f.* EXCLUDE (cluster_id),
+SELECT c.id AS cluster_id, c.view, c.service, c.polarity, c.status, c.label, f.* EXCLUDE (cluster_id),
     coalesce(d.dismissed_reports, 0) AS dismissed_reports,
-    CASE WHEN f.first_seen > $as_of - INTERVAL 7 DAY THEN 'new'
-         WHEN f.reports_last_14_days >= 3
-          AND f.reports_last_14_days >= 2 * f.reports_6_weeks_before / 3.0 THEN 'rising'
+    CASE WHEN f.first_seen >= $this_week THEN 'new'
+         WHEN f.reports_two_weeks >= 3
+          AND f.reports_two_weeks >= 2 * f.reports_6_weeks_before / 3.0 THEN 'rising'
          ELSE 'steady' END AS trend,
     c.status = 'fixed' AND f.last_seen > c.fixed_at AS regression,
-    round(coalesce(s.score, 0), 3) AS score
+    round(coalesce(s.score, 0), 3) AS score,
+    c.confidence, coalesce(c.needs_review, false) AS needs_review, c.config_version,
+    c.fixed_at, c.created_at, c.updated_at,
+    $as_of::TIMESTAMPTZ AS as_of, $week::VARCHAR AS week, $this_week::TIMESTAMPTZ AS week_start
 FROM figures f
 JOIN clusters c ON c.id = f.cluster_id
 LEFT JOIN score s USING (cluster_id)
@@ -133,8 +146,50 @@ ORDER BY score DESC, accounts DESC, reports DESC, cluster_id
 """
 
 
+#: How far past the newest report the default as-of instant lies: DuckDB keeps microseconds,
+#: so "before newest + 1 µs" is "up to and including the newest".
+_JUST_AFTER = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Weeks:
+    """The weeks demand is counted in, as of an instant (see the module docstring)."""
+
+    as_of: datetime
+    #: Monday 00:00 UTC of the ISO week that holds the last instant before ``as_of``.
+    this_week: datetime
+    #: The Monday before: last week is ``[last_week, this_week)``.
+    last_week: datetime
+
+    @property
+    def name(self) -> str:
+        """The ISO week counted as "this week": ``2026-W48``."""
+        year, number, _ = self.this_week.isocalendar()
+        return f"{year}-W{number:02d}"
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one (``--as-of 2026-11-30``) is read as UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def weeks(as_of: datetime) -> Weeks:
+    """This week and last week as of ``as_of``: the one definition every reader uses."""
+    as_of = utc(as_of)
+    last_instant = as_of - _JUST_AFTER
+    monday = datetime.combine(last_instant.date() - timedelta(days=last_instant.weekday()), datetime.min.time(), UTC)
+    return Weeks(as_of=as_of, this_week=monday, last_week=monday - timedelta(days=7))
+
+
 def latest_report(warehouse: Warehouse) -> datetime | None:
     return warehouse.con.execute("SELECT max(received_at) FROM records").fetchall()[0][0]
+
+
+def default_as_of(warehouse: Warehouse) -> datetime | None:
+    """Just after the newest report (None for an empty warehouse): the default as-of instant of
+    every reader, so the same data always gives the same figures."""
+    latest = latest_report(warehouse)
+    return None if latest is None else utc(latest) + _JUST_AFTER
 
 
 def demand(
@@ -144,13 +199,17 @@ def demand(
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     sources: Sequence[str] | None = None,
 ) -> pl.DataFrame:
-    """One row per live cluster of ``view`` with a live report, highest ranking score first;
-    with ``sources``, counting only reports of those ``source`` values."""
-    as_of = as_of or latest_report(warehouse)
+    """One row per live cluster of ``view`` (every status but merged: readers that rank leave
+    ignored ones out) with a live report received before ``as_of`` (default:
+    :func:`default_as_of`), highest ranking score first; with ``sources``, counting only reports
+    of those ``source`` values."""
+    as_of = as_of or default_as_of(warehouse)
     if as_of is None:
         return pl.DataFrame()
+    counted = weeks(as_of)
     params = {
-        "view": view, "as_of": as_of, "half_life": half_life_days, "sources": list(sources) if sources else None,
+        "view": view, "as_of": counted.as_of, "this_week": counted.this_week, "last_week": counted.last_week,
+        "week": counted.name, "half_life": half_life_days, "sources": list(sources) if sources else None,
         "language_factor": SEVERITY_LANGUAGE_FACTOR, "gap_factor": EXPECTATION_GAP_FACTOR,
     }
     return warehouse.con.sql(_DEMAND, params=params).pl()

@@ -8,6 +8,7 @@ imported only when a model is first used, never by the CLI's start-up.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import threading
@@ -28,23 +29,89 @@ from ..warehouse import registered
 #: restates it. ``goal`` is left to the goal view: agents hitting one wall want different things.
 TEXT_COMPOSITION = ("category", "tool", "summary", "detail", "expected", "actual", "suggestion")
 
+#: The turn a report is about, where the record keeps it (in-session, turn-anchored feedback):
+#: (JSON column, path, label), added after the report's own lines, one labelled line each. A
+#: person's complaint is short ("wrong team list", "it said it created the ticket") and names
+#: the symptom in everyday words; the message it is about and the turn before it say what the
+#: agent was doing, and a voice turn's dictation (what the recogniser heard) marks a report
+#: about transcription rather than about the agent (the in-session capture seed). The session
+#: dialect keeps the turn as ``evidence.target_text`` / ``prompt_text`` and the dictation in
+#: ``context``; RFC-026 keeps the rated exchange as ``evidence.context.ai_response_snippet`` /
+#: ``user_query``: both get the same labels, so reports on one turn read alike whichever way
+#: they came. Labels keep "the reply" apart from the report's own words; the report's lines
+#: come first, so MiniLM's 256-token window always holds them. Measured
+#: (``benchmarks/embed_text.py``): a pags-console complaint's nearest report shares its planted
+#: problem 96 % of the time with these lines, 78 % without. A record without them (every
+#: agent-authored dialect) embeds exactly as before.
+TURN_CONTEXT = (
+    ("evidence", "target_text", "the reply it is about: "),
+    ("evidence", "context.ai_response_snippet", "the reply it is about: "),
+    ("evidence", "prompt_text", "the turn before: "),
+    ("evidence", "context.user_query", "the turn before: "),
+    ("context", "dictation", "voice input heard as: "),
+)
+
 #: A report whose own words (summary, detail, expected, actual; scrubber placeholders left out)
 #: number fewer than this is too vague to be evidence of a particular problem ("error.", "it
 #: didn't work"): its embedding would be little more than its category and tool, so it would
-#: join whichever cluster shares them. It is counted, never clustered.
+#: join whichever cluster shares them. It is counted, never clustered. The turn it is about does
+#: not make it less vague: "it's wrong" on a reply says nothing about what is wrong with it.
 MIN_WORDS = 4
 FREE_TEXT = ("summary", "detail", "expected", "actual")
 WORD = r"[A-Za-z]{2,}"
 PLACEHOLDER = r"\[REDACTED:[^\]]*\]"
+#: What is trimmed from each line: the same characters in Python and in SQL.
+BLANKS = " \t\n\r"
+_SQL_BLANKS = "(' ' || chr(9) || chr(10) || chr(13))"
 
 
-def record_text(record: dict) -> str:
-    """The text embedded for a canonical record; empty when it is too vague to cluster."""
+def record_text(record: dict, fields: tuple[str, ...] = TEXT_COMPOSITION,
+                turn: tuple[tuple[str, str, str], ...] = TURN_CONTEXT) -> str:
+    """The text embedded for a canonical record; empty when it is too vague to cluster.
+
+    ``evidence`` and ``context`` may be objects (a file of records) or JSON text (a warehouse
+    row). :func:`text_sql` is the same in SQL, and a test holds the two to each other."""
     free = " ".join(str(record[f]) for f in FREE_TEXT if record.get(f) is not None)
     if len(re.findall(WORD, re.sub(PLACEHOLDER, " ", free))) < MIN_WORDS:
         return ""
-    parts = (str(record[f]).replace("_", " ").strip() for f in TEXT_COMPOSITION if record.get(f) is not None)
+    parts = [str(record[f]).replace("_", " ").strip(BLANKS) for f in fields if record.get(f) is not None]
+    for column, path, label in turn:
+        value: Any = _json_object(record.get(column))
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str) and value.strip(BLANKS):
+            parts.append(label + value.strip(BLANKS))
     return "\n".join(p for p in parts if p)
+
+
+def _json_object(value: Any) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def text_sql(view: str, alias: str = "r", fields: tuple[str, ...] | None = None,
+             turn: tuple[tuple[str, str, str], ...] | None = None) -> str:
+    """The SQL expression for a view's embedded text, NULL when there are no words or (for
+    reports) too few of the report's own: :func:`record_text` in SQL. Without ``fields`` it is
+    the view's composition (reports: :data:`TEXT_COMPOSITION` and :data:`TURN_CONTEXT`; goals:
+    ``goal`` alone); with ``fields``, only those and the ``turn`` lines asked for."""
+    reports = view == "reports"
+    turn = turn if turn is not None else TURN_CONTEXT if reports and not fields else ()
+    fields = fields or (TEXT_COMPOSITION if reports else ("goal",))
+    parts = [f"nullif(trim(replace({alias}.{f}, '_', ' '), {_SQL_BLANKS}), '')" for f in fields]
+    for column, path, label in turn:
+        value = (f"CASE WHEN json_valid({alias}.{column}) AND json_type({alias}.{column}, '$.{path}') = 'VARCHAR' "
+                 f"THEN json_extract_string({alias}.{column}, '$.{path}') END")
+        parts.append(f"'{label}' || nullif(trim({value}, {_SQL_BLANKS}), '')")
+    text = f"nullif(concat_ws(chr(10), {', '.join(parts)}), '')"
+    if not reports:
+        return text
+    free = f"regexp_replace(concat_ws(' ', {', '.join(f'{alias}.{f}' for f in FREE_TEXT)}), '{PLACEHOLDER}', ' ', 'g')"
+    return f"CASE WHEN len(regexp_extract_all({free}, '{WORD}')) >= {MIN_WORDS} THEN {text} END"
 
 
 def text_sha256(text: str) -> str:

@@ -17,6 +17,7 @@ from ..config import ClusteringConfig
 from ..ingest import UNPARSED, read_items
 from ._algorithm import background, place
 from ._embedding import Embedder, record_text
+from ._versions import version, with_overrides
 
 
 class InputError(ValueError):
@@ -68,7 +69,9 @@ def _row(obj: dict, where: str, text_field: str, id_field: str) -> dict:
 
 
 def cluster_inputs(inputs: pl.DataFrame, embedder: Embedder, settings: ClusteringConfig) -> pl.DataFrame:
-    """``id`` and ``cluster_id`` (1, 2, … in order of first appearance; null = unclustered)."""
+    """``id`` and ``cluster_id`` (1, 2, … in order of first appearance; null = unclustered).
+    ``settings.version`` picks the released defaults; knobs set explicitly apply on top."""
+    settings = with_overrides(version(settings.version), settings).settings
     inputs = inputs.with_row_index("row")
     with_text = inputs.filter(pl.col("text").is_not_null())
     vectors = embedder.encode(with_text.get_column("text").to_list())

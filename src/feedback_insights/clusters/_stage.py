@@ -12,7 +12,7 @@ moves it, so ids and memberships are stable across runs by construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -25,20 +25,20 @@ from ..config import DEFAULT_SHARD_SIZE, ClusteringConfig
 from ..core import now_utc
 from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import Placement, background, place
+from ._assist import StageAssist
+from ._confidence import stored_confidence
 from ._embedding import (
-    FREE_TEXT,
-    MIN_WORDS,
-    PLACEHOLDER,
-    TEXT_COMPOSITION,
-    WORD,
     Embedder,
     MapShards,
+    MiniLMEmbedder,
     embed_with_cache,
     in_process,
     text_sha256,
+    text_sql,
     to_matrix,
 )
-from ._labels import key_terms, medoid
+from ._labels import candidate_phrases, key_terms, medoid, phrase_names
+from ._versions import LATEST, ClusteringVersion, in_force, recorded_version
 
 VIEWS = ("reports", "goals")
 
@@ -47,32 +47,20 @@ VIEWS = ("reports", "goals")
 LABEL_FIELDS = ("summary", "detail", "expected", "actual")
 
 
-def text_sql(view: str, alias: str = "r", fields: tuple[str, ...] | None = None) -> str:
-    """The SQL expression for a view's embedded text, NULL when there are no words or (for
-    reports) too few of the report's own: :func:`record_text` in SQL."""
-    fields = fields or (TEXT_COMPOSITION if view == "reports" else ("goal",))
-    parts = ", ".join(f"nullif(trim(replace({alias}.{f}, '_', ' ')), '')" for f in fields)
-    text = f"nullif(concat_ws(chr(10), {parts}), '')"
-    if view != "reports":
-        return text
-    free = f"regexp_replace(concat_ws(' ', {', '.join(f'{alias}.{f}' for f in FREE_TEXT)}), '{PLACEHOLDER}', ' ', 'g')"
-    return f"CASE WHEN len(regexp_extract_all({free}, '{WORD}')) >= {MIN_WORDS} THEN {text} END"
-
-
 _POLARITY = "CASE WHEN r.lane = 'positive_feedback' THEN 'praise' ELSE 'problem' END"
 
 _PENDING = """
 SELECT r.collector, r.id, r.service, {polarity} AS polarity, {text} AS text, m.id IS NULL AS fresh
 FROM records r
 LEFT JOIN cluster_members m ON m.view = $view AND m.collector = r.collector AND m.id = r.id
-WHERE (m.id IS NULL OR (m.cluster_id IS NULL AND m.text_sha256 IS NOT NULL)) {only}
+WHERE (m.id IS NULL OR (m.cluster_id IS NULL AND m.text_sha256 IS NOT NULL)) AND r.service IS NOT NULL {only}
 ORDER BY r.received_at, r.collector, r.id
 """
 
 _MEMBERS = """
 SELECT m.cluster_id, c.service, c.polarity, e.vector,
        EXISTS (SELECT 1 FROM cluster_actions a
-               WHERE a.action IN ('merge', 'split') AND c.id IN (a.cluster_id, a.other_id)) AS curated
+               WHERE a.action IN ('merge', 'split', 'move') AND c.id IN (a.cluster_id, a.other_id)) AS curated
 FROM cluster_members m
 JOIN clusters c ON c.id = m.cluster_id
 JOIN embeddings e ON e.model = $model AND e.text_sha256 = m.text_sha256
@@ -111,15 +99,21 @@ def cluster_new_records(
     on_total: Callable[[int], None] | None = None,
     map_shards: MapShards = in_process,
     shard_size: int = DEFAULT_SHARD_SIZE,
+    assist: StageAssist | None = None,
 ) -> ClusterRun:
     """Place every record not yet in a cluster, in both views; returns the counts.
 
     The work that grows with volume runs through ``map_shards``: embedding in shards of
     ``shard_size`` texts, clustering one partition (service × polarity) per shard. The
-    warehouse is read and written here only (DuckDB has one writer)."""
+    warehouse is read and written here only (DuckDB has one writer). With ``assist`` (the
+    optional LLM, ``_assist_store.py``) problem reports are embedded with a problem statement,
+    and the clusters a run touched are judged against their borderline neighbours and named."""
     summary = ClusterRun()
+    # The version the warehouse's clusters were made with, not necessarily the newest default:
+    # changing defaults never silently regroups (``_versions.py``; ``clusters rebuild`` upgrades).
+    version = in_force(warehouse.con, settings)
     for view in VIEWS:
-        _run_view(warehouse, embedder, settings, view, summary, on_embed, on_total, map_shards, shard_size)
+        _run_view(warehouse, embedder, version, view, summary, on_embed, on_total, map_shards, shard_size, assist)
     describe_stale(warehouse, embedder.model_id)
     return summary
 
@@ -153,19 +147,20 @@ def _place(p: _Partition) -> Placement:
 
 
 def _run_view(
-    warehouse: Warehouse, embedder: Embedder, settings: ClusteringConfig, view: str, summary: ClusterRun,
+    warehouse: Warehouse, embedder: Embedder, version: ClusteringVersion, view: str, summary: ClusterRun,
     on_embed: Callable[[int], None] | None, on_total: Callable[[int], None] | None, map_shards: MapShards, shard_size: int,
+    assist: StageAssist | None = None,
 ) -> None:
     con = warehouse.con
-    only = f"AND {_POLARITY} = 'problem' AND {text_sql(view)} IS NOT NULL" if view == "goals" else ""
-    pending = con.sql(
-        _PENDING.format(polarity=_POLARITY, text=text_sql(view), only=only), params={"view": view}
-    ).pl()
+    settings = version.settings
+    text = text_sql(view, fields=version.text_composition, turn=version.turn_context) if view == "reports" else text_sql(view)
+    only = f"AND {_POLARITY} = 'problem' AND {text} IS NOT NULL" if view == "goals" else ""
+    pending = con.sql(_PENDING.format(polarity=_POLARITY, text=text, only=only), params={"view": view}).pl()
     summary.considered[view] = pending.height
     if pending.is_empty():
         return
     with_text = pending.filter(pl.col("text").is_not_null())
-    texts = with_text.get_column("text").to_list()
+    texts = assist.texts(con, with_text, view) if assist else with_text.get_column("text").to_list()
     if on_total:
         on_total(len(texts))
     sharded = None if map_shards is in_process else map_shards
@@ -187,13 +182,19 @@ def _run_view(
     placements = [(*key, placement) for key, placement in zip(parts, map_shards(_place, shards), strict=True)]
     no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
     with transaction(con):
-        touched = _store(con, view, placements, no_text, summary)
-        describe(warehouse, embedder.model_id, view, touched)
+        touched = _store(con, view, placements, no_text, summary, version.name)
+        describe(warehouse, embedder.model_id, view, touched, embedder)
+    if assist:
+        assist.after_view(warehouse, embedder.model_id, view, touched)
 
 
-def _store(con: DuckDBPyConnection, view: str, placements: list[tuple[str | None, str, pl.DataFrame, Placement]], no_text: pl.DataFrame, summary: ClusterRun) -> set[int]:
-    """Create the new clusters and write every placement; returns the clusters that changed."""
+def _store(con: DuckDBPyConnection, view: str, placements: list[tuple[str | None, str, pl.DataFrame, Placement]], no_text: pl.DataFrame, summary: ClusterRun,
+           version: str | None = None) -> set[int]:
+    """Create the new clusters and write every placement; returns the clusters that changed.
+    New clusters record ``version``, the clustering version that made them (default: the
+    warehouse's, ``_versions.py``)."""
     now = now_utc()
+    version = version or recorded_version(con) or LATEST
     frames = [no_text.select(
         "collector", "id", pl.lit(None, pl.String).alias("text_sha256"),
         pl.lit(None, pl.Int64).alias("cluster_id"), pl.lit(None, pl.String).alias("assigned_by"),
@@ -202,7 +203,7 @@ def _store(con: DuckDBPyConnection, view: str, placements: list[tuple[str | None
     for service, polarity, part, placement in placements:
         cluster_id = placement.existing.copy()
         if placement.new_count:
-            new_ids = _new_cluster_ids(con, view, service, polarity, placement.new_count, now)
+            new_ids = _new_cluster_ids(con, view, service, polarity, placement.new_count, now, version)
             fresh = placement.new >= 0
             cluster_id[fresh] = new_ids[placement.new[fresh]]
         summary.joined[view] = summary.joined.get(view, 0) + int((placement.existing >= 0).sum())
@@ -246,7 +247,8 @@ def _members(con: DuckDBPyConnection, model: str, view: str, dimensions: int) ->
     return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64), partitions, curated)
 
 
-def _new_cluster_ids(con: DuckDBPyConnection, view: str, service: str | None, polarity: str, count: int, now: datetime) -> np.ndarray:
+def _new_cluster_ids(con: DuckDBPyConnection, view: str, service: str | None, polarity: str, count: int, now: datetime,
+                     version: str = LATEST) -> np.ndarray:
     if count == 0:
         return np.empty(0, dtype=np.int64)
     ids = np.array(
@@ -256,9 +258,9 @@ def _new_cluster_ids(con: DuckDBPyConnection, view: str, service: str | None, po
     table = pa.table({"id": pa.array(ids)})
     with registered(con, "fresh_cluster_ids", table):
         con.execute(
-            """INSERT INTO clusters (id, view, service, polarity, created_at, updated_at)
-               SELECT id, ?, ?, ?, ?, ? FROM fresh_cluster_ids""",
-            [view, service, polarity, now, now],
+            """INSERT INTO clusters (id, view, service, polarity, created_at, updated_at, config_version)
+               SELECT id, ?, ?, ?, ?, ?, ? FROM fresh_cluster_ids""",
+            [view, service, polarity, now, now, version],
         )
     return ids
 
@@ -291,8 +293,13 @@ FROM (
 """
 
 
-def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int]) -> None:
-    """(Re)compute label, key terms, medoid and top tools of the given clusters."""
+def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int], embedder: Embedder | None = None) -> None:
+    """(Re)compute name, key terms, medoid, top tools and confidence of the given clusters, and
+    record the clustering version of those that have none yet (made by a maintainer's split).
+
+    The name is a phrase ranked with ``model``'s vectors (``_labels.py``); phrases not cached
+    yet are embedded with ``embedder``, or with the packaged model, built only then, when
+    ``model`` is its id. Another model without an embedder names clusters by shared phrases."""
     if not cluster_ids:
         return
     con = warehouse.con
@@ -301,6 +308,7 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int])
         "SELECT DISTINCT service, polarity FROM clusters WHERE id IN (SELECT unnest(?))", [ids]
     ).fetchall()
     terms: dict[int, list[str]] = {}
+    candidates = []
     for service, polarity in partitions:
         texts = con.sql(
             _DESCRIBE_TEXTS.format(text=text_sql(view, fields=LABEL_FIELDS if view == "reports" else None),
@@ -308,30 +316,69 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int])
             params={"view": view, "service": service, "polarity": polarity},
         ).pl()
         terms.update(key_terms(texts))
+        candidates.append(candidate_phrases(texts.filter(pl.col("cluster").is_in(ids)), terms))
     tools = dict(con.execute(_TOP_TOOLS, {"view": view, "ids": ids}).fetchall())
-    medoids = _medoids(con, model, view, ids)
+    main_tools = dict(con.execute(_MAIN_TOOL, {"view": view, "ids": ids}).fetchall())
+    medoids, centroids = _medoids(con, model, view, ids)
+    names = phrase_names(pl.concat(candidates), centroids, main_tools, _phrase_vectors(con, model, embedder))
+    confidences = stored_confidence(con, model, view, ids, _POLARITY)
     now = now_utc()
     rows = pa.table(
         {
             "id": pa.array(ids, pa.int64()),
             "key_terms": pa.array([terms.get(i, []) for i in ids], pa.list_(pa.string())),
+            "label": pa.array([names.get(i) or " · ".join(terms.get(i, [])[:3]) or None for i in ids], pa.string()),
             "top_tools": pa.array([tools.get(i) or [] for i in ids], pa.list_(pa.string())),
             "medoid_collector": pa.array([medoids.get(i, (None, None))[0] for i in ids], pa.string()),
             "medoid_id": pa.array([medoids.get(i, (None, None))[1] for i in ids], pa.string()),
         }
     )
-    with registered(con, "described", rows):
+    with registered(con, "described", rows), registered(con, "confident", confidences.to_arrow()):
         con.execute(
-            """UPDATE clusters c SET key_terms = d.key_terms, top_tools = d.top_tools,
-                   label = array_to_string(d.key_terms[:3], ' · '),
-                   medoid_collector = d.medoid_collector, medoid_id = d.medoid_id, updated_at = ?
-               FROM described d WHERE c.id = d.id""",
-            [now],
+            """UPDATE clusters c SET key_terms = d.key_terms, top_tools = d.top_tools, label = d.label,
+                   medoid_collector = d.medoid_collector, medoid_id = d.medoid_id, updated_at = ?,
+                   confidence = f.confidence, needs_review = coalesce(f.needs_review, false),
+                   config_version = coalesce(c.config_version, ?)
+               FROM described d LEFT JOIN confident f USING (id) WHERE c.id = d.id""",
+            [now, recorded_version(con) or LATEST],
         )
 
 
+#: The tool (or endpoint) at least half of a cluster's members name, most named first.
+_MAIN_TOOL = """
+SELECT cluster_id, list(tool ORDER BY n DESC, tool)[1] FROM (
+    SELECT m.cluster_id, r.tool, count(*) AS n, sum(count(*)) OVER (PARTITION BY m.cluster_id) AS members
+    FROM cluster_members m JOIN records r USING (collector, id)
+    WHERE m.view = $view AND m.cluster_id IN (SELECT unnest($ids))
+    GROUP BY m.cluster_id, r.tool
+) WHERE tool IS NOT NULL AND 2 * n >= members
+GROUP BY cluster_id
+"""
 
-def _medoids(con: DuckDBPyConnection, model: str, view: str, ids: list[int]) -> dict[int, tuple[str, str]]:
+
+def _phrase_vectors(con: DuckDBPyConnection, model: str, embedder: Embedder | None) -> Callable[[list[str]], np.ndarray] | None:
+    """Phrases to unit vectors in ``model``'s space, cached in ``embeddings``; None when no
+    embedder of that model is at hand."""
+    if embedder is None and model != MiniLMEmbedder.model_id:
+        return None
+    chosen: Embedder = embedder if embedder is not None else _LazyMiniLM()
+    return lambda phrases: embed_with_cache(con, chosen, phrases)
+
+
+class _LazyMiniLM:
+    """The packaged model, loaded only when a phrase is not in the cache."""
+
+    model_id = MiniLMEmbedder.model_id
+    dimensions = MiniLMEmbedder.dimensions
+
+    def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        return MiniLMEmbedder().encode(texts, on_batch)
+
+
+def _medoids(
+    con: DuckDBPyConnection, model: str, view: str, ids: list[int]
+) -> tuple[dict[int, tuple[str, str]], dict[int, np.ndarray]]:
+    """Each cluster's medoid (collector, id) and centroid (the unit mean of its vectors)."""
     table = con.sql(
         """SELECT m.cluster_id, m.collector, m.id, e.vector FROM cluster_members m
            JOIN embeddings e ON e.model = ? AND e.text_sha256 = m.text_sha256
@@ -340,15 +387,17 @@ def _medoids(con: DuckDBPyConnection, model: str, view: str, ids: list[int]) -> 
         params=[model, view, ids],
     ).to_arrow_table()
     if table.num_rows == 0:
-        return {}
+        return {}, {}
     vectors = to_matrix(table.column("vector"))
     cluster = table.column("cluster_id").to_numpy()
     collectors = table.column("collector").to_pylist()
     record_ids = table.column("id").to_pylist()
     starts = np.flatnonzero(np.r_[True, cluster[1:] != cluster[:-1]])
     ends = np.r_[starts[1:], len(cluster)]
-    out = {}
+    out, centroids = {}, {}
     for s, e in zip(starts, ends, strict=True):
         best = s + medoid(vectors[s:e])
         out[int(cluster[s])] = (collectors[best], record_ids[best])
-    return out
+        total = vectors[s:e].sum(axis=0)
+        centroids[int(cluster[s])] = total / max(float(np.linalg.norm(total)), 1e-12)
+    return out, centroids

@@ -24,6 +24,10 @@ class ClusteringConfig(Strict):
     """How reports become clusters (the clusters package's algorithm module says what each knob
     does; defaults measured by benchmarks/cluster_quality.py)."""
 
+    version: str = Field(
+        "2", pattern=r"^[0-9]+$",
+        description="released defaults to start from (clusters/_versions.py; a warehouse keeps the version its clusters were made with until `clusters rebuild`)",
+    )
     pca_dimensions: int = Field(64, ge=2, le=1024)
     neighbours: int = Field(15, ge=2, le=200)
     min_cluster_size: int = Field(2, ge=2, le=100)
@@ -36,12 +40,21 @@ class ClusteringConfig(Strict):
         0.01, gt=-1, lt=1, description="… or how much more alike members must be than to their nearest outsiders"
     )
     smooth_from: int = Field(
-        7, ge=1, le=10_000, description="smooth vectors when a typical first-pass cluster has more members than this"
+        5, ge=1, le=10_000,
+        description="smooth vectors when a typical clustered report's first-pass cluster has twice this many other "
+        "members (then each is smoothed towards half of them)",
     )
     smooth_keep: float = Field(0.3, ge=0, le=1, description="share of a report's own vector kept in each round")
     smooth_rounds: int = Field(2, ge=1, le=10)
     smoothed_merge_similarity: float = Field(0.75, gt=-1, lt=1, description="merge_similarity on smoothed vectors")
-    smoothed_separation: float = Field(0.03, gt=-1, lt=1, description="separation on smoothed vectors")
+    smoothed_separation: float = Field(
+        0.03, gt=-1, lt=1, description="separation on smoothed vectors (nearest co-members against nearest outsiders)"
+    )
+    member_separation: float = Field(
+        -0.02, gt=-1, lt=1,
+        description="a member of a smoothed cluster stays when, on its own vector, its nearest co-members are at most "
+        "this much less alike than its nearest outsiders",
+    )
 
 
 class DemandConfig(Strict):

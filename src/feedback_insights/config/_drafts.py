@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import quote
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -140,7 +140,9 @@ DEFAULT_PROMPT_TOKENS = 6000
 
 class LLMConfig(Strict):
     """An OpenAI-compatible chat-completions endpoint for LLM-assisted drafts (absent: the
-    template drafts alone)."""
+    template drafts alone) and, when ``clustering`` lists them, LLM-assisted clustering: a
+    problem statement embedded with each report, a name per cluster, a judgement on borderline
+    pairs. Off by default: it changes how reports group, and costs a call per report."""
 
     base_url: str = Field(pattern=r"^https?://", description="e.g. https://api.openai.com/v1")
     model: str = Field(min_length=1)
@@ -150,6 +152,9 @@ class LLMConfig(Strict):
     max_prompt_tokens: int = Field(DEFAULT_PROMPT_TOKENS, ge=500, description="reports are trimmed to fit")
     max_output_tokens: int = Field(800, ge=100)
     json_mode: bool = Field(True, description="send response_format json_object")
+    clustering: list[Literal["statements", "names", "merges"]] = Field(
+        [], description="LLM-assisted clustering (clusters/_assist.py): none unless listed"
+    )
 
     def key(self) -> str | None:
         return secret(self.key_env, "llm.key_env", "the LLM endpoint's API key") if self.key_env else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
@@ -25,8 +26,17 @@ ENV_CONFIG = "FEEDBACK_INSIGHTS_CONFIG"
 DEFAULT_FILE = "feedback-insights.toml"
 
 
+#: When the sample's bare AFP submissions (which carry no time) count as received: the close
+#: of its last week, Sunday 2026-11-29, so that the digest's weeks are the sample's Mon–Sun weeks.
+SAMPLE_DELIVERED_AT = datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)
+
+
 def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
-    """The sample data shipped with the project, into a local DuckDB file."""
+    """The sample data shipped with the project, into a local DuckDB file.
+
+    Its bare AFP submissions name neither service nor time, so they are a source of their own
+    that says both: the HTTP API's endpoints are paths, the MCP server's tools are names.
+    """
     sample = sample_dir()
     return Config(
         warehouse=WarehouseConfig(path=warehouse),
@@ -36,7 +46,16 @@ def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
                 kind="files",
                 name="sample",
                 path=sample,
-                patterns=["afp_*.jsonl", "afs.jsonl", "sep2369.jsonl", "rfc026.json"],
+                patterns=["afp_records.jsonl", "afs.jsonl", "sep2369.jsonl", "rfc026.json"],
+            ),
+            FileDropConfig(
+                kind="files",
+                name="sample-submissions",
+                path=sample / "afp_submissions.jsonl",
+                dialect="afp",
+                service="orbit-mcp",
+                service_by_tool={"/*": "acme-companies-api"},
+                received_at=SAMPLE_DELIVERED_AT,
             ),
             SqlTableConfig(kind="sql", name="sample-session", path=sample / "session.sqlite", service="pags-console"),
         ],

@@ -3,14 +3,24 @@
 The kinds are the registered source plugins (:data:`feedback_insights.core.SOURCES`): each
 plugin names the section model it is configured with, a subclass of :class:`SourceConfig`. The
 built-in kinds' models are defined here; a plugin's live with the plugin.
+
+**Which service a report is about.** A report that names its service (an AFP or AFS record,
+a SEP-2369 submission with ``service``, an RFC-026 message's ``app_id``) keeps it. One that
+names none (a bare AFP submission, an in-session row) gets the first ``service_by_tool``
+pattern its tool or endpoint matches, else the source's ``service``. A source whose dialect
+never names a service (``session``) must set ``service``: loading the configuration says so.
+A report that still has no service is quarantined when it is ingested, never stored without
+one (clusters are per service: it would make a cluster of its own), and ``quarantine replay``
+takes it again once the source says which.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, TypeAdapter, ValidatorFunctionWrapHandler, field_validator
+from pydantic import AwareDatetime, Field, TypeAdapter, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 
 from ..core import DIALECTS, SOURCES
 from ._base import Strict, secret
@@ -23,7 +33,13 @@ class SourceConfig(Strict):
     kind: str
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$", description="the collector name records carry")
     dialect: str = "auto"
-    service: str | None = Field(None, description="service for dialects that do not name one")
+    service: str | None = Field(
+        None, min_length=1, validate_default=True, description="the service of reports that name none"
+    )
+    service_by_tool: dict[Annotated[str, Field(min_length=1)], Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="tool or endpoint glob → service, for reports that name none; the first match wins over service",
+    )
 
     @field_validator("dialect")
     @classmethod
@@ -31,6 +47,20 @@ class SourceConfig(Strict):
         choices = DIALECTS.choices()
         if value not in choices:
             raise ValueError(f"must be one of: {', '.join(choices)}")
+        return value
+
+    @field_validator("service")
+    @classmethod
+    def _said_when_the_dialect_names_none(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Reports of a dialect that never names its service could not be told apart by service
+        at all: the mistake is a configuration one, so it is reported when the file is loaded."""
+        choice = info.data.get("dialect")  # absent when the dialect itself was wrong
+        if value is None and choice is not None and not any(map(names_service, DIALECTS.choices()[choice])):
+            nameless = ", ".join(n for n in DIALECTS.choices()["auto"] if not names_service(n))
+            raise ValueError(
+                f"source {info.data.get('name')!r} reads dialect {choice!r}, whose reports name no service: "
+                f"set service (dialects that name none: {nameless})"
+            )
         return value
 
     def check_secrets(self) -> None:
@@ -43,6 +73,25 @@ class FileDropConfig(SourceConfig):
     kind: Literal["files"]
     path: Path
     patterns: list[str] = ["*.jsonl", "*.ndjson", "*.json", "*.parquet"]
+    #: When the reports of a file that carry no time of their own (bare AFP submissions) were
+    #: received: ``file``, the file's modification time (when it was delivered, whenever a run
+    #: gets to it, and the same on every re-ingest); ``ingest``, the time the run read it; or a
+    #: fixed RFC 3339 time with an offset. A report's own time always wins.
+    received_at: Literal["file", "ingest"] | AwareDatetime = "file"
+
+    @field_validator("received_at", mode="before")
+    @classmethod
+    def _rule_or_time(cls, value: Any) -> Any:
+        """One plain message instead of a union's two: what the setting accepts."""
+        if value in ("file", "ingest"):
+            return value
+        try:
+            moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ValueError("must be file, ingest, or an RFC 3339 time with an offset (2026-11-29T23:59:59Z)")
+        return moment
 
 
 class SqlTableConfig(SourceConfig):
@@ -71,6 +120,12 @@ class HttpCollectorConfig(SourceConfig):
 
     def check_secrets(self) -> None:
         self.key()
+
+
+def names_service(dialect: str) -> bool:
+    """Whether reports of ``dialect`` can name their service (its ``NAMES_SERVICE``, default
+    true: a plugin that says nothing is trusted to)."""
+    return bool(getattr(DIALECTS.get(dialect), "NAMES_SERVICE", True))
 
 
 def by_kind(value: Any, handler: ValidatorFunctionWrapHandler) -> SourceConfig:

@@ -114,7 +114,7 @@ ORDER BY c.fixed_at
 
 _DRAFTS = f"""
 SELECT d.id, d.cluster_id, d.status, d.known_status, d.title, d.issue_url, d.accounts, c.service,
-       d.status IN ('pending', 'approved')
+       (d.status IN ('pending', 'approved') AND c.status <> 'ignored')
            OR (d.status = 'filed' AND d.known_status NOT IN ('fixed', 'wont_fix')) AS open
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
 WHERE {_CLUSTER_OF_SOURCES.format(cluster="d.cluster_id")}
@@ -210,11 +210,14 @@ def _rows(warehouse: Warehouse, sql: str, params: dict[str, Any]) -> list[dict[s
 
 def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float,
               sources: tuple[str, ...] | None) -> pl.DataFrame:
-    """Live clusters of ``view`` with demand as of the week's end, an 8-week sparkline of
-    distinct accounts and their representative report's words."""
-    # demand() counts received_at <= as_of; the week is [start, end).
-    figures = demand(warehouse, as_of=week.end - timedelta(microseconds=1), view=view, half_life_days=half_life_days,
-                     sources=sources)
+    """Live clusters of ``view`` with demand as of the week's end (so "this week" is the week:
+    :func:`~feedback_insights.clusters.demand`), an 8-week sparkline of distinct accounts and
+    their representative report's words. Ignored clusters are left out: a maintainer said they
+    are not a problem to rank (they still count in the week's totals, which say what arrived)."""
+    figures = demand(warehouse, as_of=week.end, view=view, half_life_days=half_life_days, sources=sources)
+    if figures.is_empty():
+        return figures
+    figures = figures.filter(pl.col("status") != "ignored")
     if figures.is_empty():
         return figures
     chosen = list(sources) if sources else None

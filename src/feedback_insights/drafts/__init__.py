@@ -5,21 +5,38 @@ reviewed by a maintainer before it is filed.
 - composition from templates or with an LLM (:func:`template_draft`, :func:`llm_draft`), the
   body and title rendered from Jinja2 templates with every report's text neutralised
   (:mod:`.neutralise`) and the hidden marker that ties an issue to its cluster;
-- review (approve, reject, edit) and the stateless preview of a file of records.
+- review (approve, reject, edit) and the stateless preview of a file of records;
+- maintainers' corrections of the clusters, with what follows for their drafts
+  (:func:`merge_clusters`, :func:`split_cluster`, :func:`move_records`, :func:`ignore_cluster`, :func:`rebuild_clusters`).
 """
 
 from . import neutralise
 from ._compose import Draft, LLMCall, estimate_tokens, llm_draft, parse_answer, prompt_messages, template_draft
+from ._corrections import Correction, ignore_cluster, merge_clusters, move_records, rebuild_clusters, split_cluster
 from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
 from ._llm import ChatClient, LLMError
 from ._marker import cluster_of, marker, update_marker
 from ._preview import PreviewError, preview_input, read_records
 from ._render import MAX_BODY, Markdown, render_body, render_emptied, render_title, render_update
-from ._review import ReviewError, approve, edit_form, get_draft, history, list_drafts, parse_form, reject, save_edit
+from ._review import (
+    DRAFT_STATUSES,
+    ReviewError,
+    approve,
+    cluster_drafts,
+    edit_form,
+    get_draft,
+    history,
+    list_drafts,
+    parse_form,
+    reject,
+    save_edit,
+)
 from ._stage import (
     PIPELINE_ACTOR,
+    DraftError,
     DraftRun,
     crosses_threshold,
+    draft_cluster,
     draft_clusters,
     grew_materially,
     record_action,
@@ -27,11 +44,14 @@ from ._stage import (
 )
 
 __all__ = [
+    "DRAFT_STATUSES",
     "EVIDENCE_FIELDS",
     "MAX_BODY",
     "PIPELINE_ACTOR",
     "ChatClient",
+    "Correction",
     "Draft",
+    "DraftError",
     "DraftInput",
     "DraftRun",
     "LLMCall",
@@ -40,8 +60,10 @@ __all__ = [
     "PreviewError",
     "ReviewError",
     "approve",
+    "cluster_drafts",
     "cluster_of",
     "crosses_threshold",
+    "draft_cluster",
     "draft_clusters",
     "draft_input",
     "edit_form",
@@ -49,9 +71,13 @@ __all__ = [
     "get_draft",
     "grew_materially",
     "history",
+    "ignore_cluster",
     "list_drafts",
     "llm_draft",
     "marker",
+    "merge_clusters",
+    "rebuild_clusters",
+    "move_records",
     "neutralise",
     "parse_answer",
     "parse_form",
@@ -66,6 +92,7 @@ __all__ = [
     "render_title",
     "render_update",
     "save_edit",
+    "split_cluster",
     "template_draft",
     "update_marker",
 ]

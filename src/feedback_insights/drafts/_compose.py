@@ -27,7 +27,7 @@ from ..core import resource_dir, shared_schemas
 from . import neutralise
 from ._inputs import DraftInput, agent_of, pointers, turn
 from ._llm import ChatClient, LLMError
-from ._render import render_body, render_title
+from ._render import normalise_title, render_body, render_title
 
 #: The report fields an LLM is shown, in this order.
 PROMPT_FIELDS = ("category", "outcome", "severity", "tool", "summary", "detail", "expected", "actual", "suggestion")
@@ -151,7 +151,7 @@ def llm_draft(draft: DraftInput, settings: DraftsConfig, client: ChatClient) -> 
         calls.append(LLMCall(attempt, prompt_hash, _sha256(text), "ok" if answer else "invalid", invalid))
         if answer is not None:
             return Draft(
-                title=neutralise.title(answer["title"]),
+                title=normalise_title(answer["title"]),
                 body=render_body(draft, settings, llm_summary=answer["summary"], llm_model=client.config.model),
                 labels=list(dict.fromkeys([*settings.labels, *answer["labels"]])),
                 drafted_by="llm",

@@ -113,6 +113,13 @@ class DraftInput:
     reports: list[dict[str, Any]]
 
     @property
+    def name(self) -> str | None:
+        """The cluster's name ("tool or endpoint: symptom", or a phrase when no tool is shared:
+        clustering names clusters so), or None for a cluster without one, or labelled with key
+        terms alone ("export · contacts · request", as clusters were before they had names)."""
+        return self.label if self.label and " · " not in self.label else None
+
+    @property
     def headline(self) -> str:
         """What the issue is about in a few words: the first sentence of the most typical
         report's summary."""

@@ -27,6 +27,12 @@ from ._marker import marker, update_marker
 MAX_BODY = 60_000
 #: The longest value a template prints without a filter (ids, tools, terms).
 MAX_VALUE = 200
+#: The longest issue title, in characters: a cluster's name is at most 80 too.
+TITLE_CHARS = 80
+#: What a title does not end with: a period (a title is not a sentence), nor, before the
+#: ellipsis of a cut, the punctuation the cut left dangling.
+_TRAILING_PERIOD = re.compile(r"[\s.]+$")
+_DANGLING = re.compile(r"[\s.,;:—–-]+$")
 #: The longest pointer an evidence table cell shows (its link, if any, holds all of it).
 CELL_VALUE = 40
 #: How a body names each pointer: in a quoted report's list, and as an evidence table column.
@@ -97,8 +103,23 @@ def render_update(draft: DraftInput, was: int, settings: DraftsConfig) -> str:
 
 
 def render_title(draft: DraftInput) -> str:
+    """"Tool or endpoint: symptom" (``templates/issue_title.j2``), through :func:`normalise_title`."""
     template = _environment(markdown=False).get_template("issue_title.j2")
-    return neutralise.title(template.render(service=draft.service, headline=draft.headline).strip(), 100)
+    return normalise_title(template.render(service=draft.service, name=draft.name, headline=draft.headline))
+
+
+def normalise_title(text: str, limit: int = TITLE_CHARS) -> str:
+    """An issue title, ours or an LLM's: one line of plain text without a trailing period, at
+    most ``limit`` characters, cut at a word boundary with "…" when longer (mid-word only when
+    the text's last space is in its first half), then neutralised (:func:`neutralise.title`:
+    mentions, references and links broken)."""
+    flat = _TRAILING_PERIOD.sub("", " ".join(neutralise.clean(str(text)).split()))
+    if len(flat) > limit:
+        cut = flat[: limit - 1]
+        space = cut.rfind(" ")
+        flat = _DANGLING.sub("", cut[:space] if space > limit // 2 else cut) + "…"
+    # Breaking an action adds one invisible character: room for that, never a second cut.
+    return neutralise.title(flat, 2 * len(flat) + 1)
 
 
 def render_body(

@@ -14,6 +14,8 @@ from typing import Any
 
 import polars as pl
 
+from ..clusters import demand
+from ..config import DEFAULT_HALF_LIFE_DAYS
 from ..core import now_utc
 from ..warehouse import Warehouse, transaction
 from ._marker import cluster_of, marker
@@ -22,19 +24,71 @@ from ._stage import record_action
 SEPARATOR = "--- body (markdown) below this line ---"
 _HEADERS = ("title", "labels", "workaround")
 
+#: Every status a draft can have: waiting for review, approved (the next publish files it),
+#: rejected, filed on GitHub, superseded (its cluster was merged into another one's).
+DRAFT_STATUSES = ("pending", "approved", "rejected", "filed", "superseded")
+
+#: What ``drafts list --json`` gives of each draft, in this order (README, "Drafts, review and
+#: publishing"): the draft, the cluster's current demand (as of just after the newest report:
+#: ``week`` and ``as_of`` say which), the cluster, its issue, the review and the times.
+#: ``drafted_*`` are the figures its text was last drafted from.
+LISTED = (
+    "id", "cluster_id", "status", "known_status", "service", "title", "labels", "workaround", "drafted_by",
+    "llm_model", "llm_error", "edited", "stale",
+    "accounts", "accounts_this_week", "accounts_last_week", "reports", "blocking_reports", "trend", "regression",
+    "score", "week", "as_of",
+    "drafted_accounts", "drafted_reports", "drafted_blocking_reports",
+    "label", "cluster_status", "confidence", "needs_review", "config_version",
+    "repo", "issue_number", "issue_url", "filed_at", "reviewed_by", "reviewed_at", "reject_reason",
+    "created_at", "updated_at",
+)
+
+_DRAFTS = """
+SELECT d.id, d.cluster_id, d.status, d.known_status, c.service, d.title, d.labels, d.workaround, d.drafted_by,
+       d.llm_model, d.llm_error, d.edited, coalesce(d.stale, false) AS stale,
+       d.accounts AS drafted_accounts, d.reports AS drafted_reports, d.blocking_reports AS drafted_blocking_reports,
+       c.label, c.status AS cluster_status, c.confidence, coalesce(c.needs_review, false) AS needs_review,
+       c.config_version, d.repo, d.issue_number, d.issue_url, d.filed_at, d.reviewed_by, d.reviewed_at,
+       d.reject_reason, d.created_at, d.updated_at
+FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+WHERE $status::VARCHAR IS NULL OR d.status = $status
+"""
+#: The current figures of a draft's cluster; the counts are zero when it has no live report left.
+_COUNTS = ("accounts", "accounts_this_week", "accounts_last_week", "reports", "blocking_reports")
+_FIGURES = (*_COUNTS, "trend", "regression", "score", "week", "as_of")
+
 
 class ReviewError(ValueError):
     """A review action that cannot be done (unknown draft, wrong status, a bad edit)."""
 
 
-def list_drafts(warehouse: Warehouse, status: str | None = None) -> pl.DataFrame:
-    where = "WHERE d.status = $status" if status else ""
+def list_drafts(
+    warehouse: Warehouse, status: str | None = None, half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+) -> pl.DataFrame:
+    """Every draft (of one of :data:`DRAFT_STATUSES`), pending first then by the cluster's distinct
+    accounts now, with the columns of :data:`LISTED`."""
+    if status is not None and status not in DRAFT_STATUSES:
+        raise ReviewError(f"--status must be one of: {', '.join(DRAFT_STATUSES)} (got {status!r})")
+    drafts = warehouse.con.sql(_DRAFTS, params={"status": status}).pl()
+    figures = demand(warehouse, half_life_days=half_life_days)
+    if figures.is_empty():
+        joined = drafts.with_columns(pl.lit(None).alias(name) for name in _FIGURES)
+    else:
+        joined = drafts.join(figures.select("cluster_id", *_FIGURES), on="cluster_id", how="left")
+    return (
+        joined.with_columns(pl.col(_COUNTS).fill_null(0))
+        .sort([pl.col("status") != "pending", pl.col("accounts"), pl.col("id")], descending=[False, True, False])
+        .select(LISTED)
+    )
+
+
+def cluster_drafts(warehouse: Warehouse) -> pl.DataFrame:
+    """Each cluster's draft and issue, for readers of clusters (``clusters list --json``,
+    ``clusters show``): ``cluster_id``, ``draft_id``, ``draft_status``, ``draft_title``,
+    ``known_status``, ``repo``, ``issue_number``, ``issue_url``."""
     return warehouse.con.sql(
-        f"""SELECT d.id, d.cluster_id, c.service, d.status, d.known_status, d.accounts, d.reports,
-                   d.drafted_by, d.edited, d.title, d.issue_url, d.updated_at
-            FROM drafts d JOIN clusters c ON c.id = d.cluster_id {where}
-            ORDER BY d.status = 'pending' DESC, d.accounts DESC, d.id""",
-        params={"status": status} if status else None,
+        """SELECT cluster_id, id AS draft_id, status AS draft_status, title AS draft_title, known_status, repo,
+                  issue_number, issue_url FROM drafts ORDER BY cluster_id"""
     ).pl()
 
 

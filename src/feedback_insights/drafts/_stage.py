@@ -7,6 +7,11 @@ accounts grow by ``refresh_growth``, or its first blocking report arrives) a pen
 no maintainer has edited is redrafted in place; drafts already approved, rejected or edited
 keep their text, and a filed issue gets a demand-update comment instead (``publish``).
 
+A cluster that needs review (``clusters.needs_review``: its confidence, from cohesion,
+separation and size, is low) is not drafted automatically: it may be two problems, or none.
+The run lists it (:attr:`DraftRun.held`) and a maintainer who has looked drafts it with
+:func:`draft_cluster` (``drafts create CLUSTER``), whatever its confidence and demand.
+
 A cluster holding a report its owner already filed by hand (an in-session row with status
 ``filed`` and an ``issue_url``) is attached to that issue instead: its draft is that issue, so
 no second one is drafted.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -62,6 +68,8 @@ class DraftRun:
     rerendered: list[int] = field(default_factory=list)
     #: Drafts a maintainer edited that still quote an erased record: to edit by hand.
     to_edit: list[int] = field(default_factory=list)
+    #: Clusters over the threshold left undrafted because they need review (cluster ids).
+    held: list[int] = field(default_factory=list)
 
     def line(self) -> str:
         fallbacks = f", {len(self.llm_fallbacks)} fell back to the template" if self.llm_fallbacks else ""
@@ -69,7 +77,9 @@ class DraftRun:
         erased = f", {len(self.rerendered)} redrafted after an erasure" if self.rerendered else ""
         to_edit = (f", {len(self.to_edit)} edited by a maintainer still quote an erased report: "
                    f"drafts edit {', '.join(map(str, self.to_edit))}") if self.to_edit else ""
-        return f"{len(self.drafted)} new drafts, {len(self.refreshed)} refreshed{fallbacks}{attached}{erased}{to_edit}"
+        held = (f", {len(self.held)} {'cluster needs' if len(self.held) == 1 else 'clusters need'} review before "
+                f"drafting: drafts create {', '.join(map(str, self.held))}") if self.held else ""
+        return f"{len(self.drafted)} new drafts, {len(self.refreshed)} refreshed{fallbacks}{attached}{erased}{to_edit}{held}"
 
 
 def crosses_threshold(figures: dict[str, Any], settings: DraftsConfig) -> bool:
@@ -97,9 +107,11 @@ def draft_clusters(
     warehouse: Warehouse,
     client: ChatClient | None = None,
     on_draft: Callable[[int], None] | None = None,
+    as_of: datetime | None = None,
 ) -> DraftRun:
-    """Draft (or redraft) every cluster that needs it; ``on_draft(cluster_id)`` reports progress."""
-    return _draft(config, warehouse, client, on_draft, erased_only=False)
+    """Draft (or redraft) every cluster that needs it; ``on_draft(cluster_id)`` reports progress.
+    Figures are as of ``as_of`` (default: just after the newest report, as every reader)."""
+    return _draft(config, warehouse, client, on_draft, erased_only=False, as_of=as_of)
 
 
 def redraft_erased(config: Config, warehouse: Warehouse) -> DraftRun:
@@ -108,16 +120,55 @@ def redraft_erased(config: Config, warehouse: Warehouse) -> DraftRun:
     return _draft(config, warehouse, None, None, erased_only=True)
 
 
+class DraftError(ValueError):
+    """A cluster a maintainer asked to draft that cannot be drafted (unknown, merged, ignored,
+    not a problem of the reports view, without a live report, or drafted already)."""
+
+
+_DRAFTABLE = "SELECT view, polarity, status, merged_into FROM clusters WHERE id = ?"
+
+
+def draft_cluster(
+    config: Config, warehouse: Warehouse, cluster_id: int, actor: str, client: ChatClient | None = None
+) -> int:
+    """A maintainer's draft of one cluster (``drafts create``), whatever its confidence and its
+    demand: the way a cluster that needs review is drafted once someone has looked at it.
+    Returns the new draft's id; recorded as drafted by ``actor``."""
+    found = warehouse.con.execute(_DRAFTABLE, [cluster_id]).fetchall()
+    if not found:
+        raise DraftError(f"no cluster {cluster_id}")
+    view, polarity, status, merged_into = found[0]
+    if status == "merged":
+        raise DraftError(f"cluster {cluster_id} was merged into {merged_into}: drafts create {merged_into}")
+    if view != "reports" or polarity != "problem":
+        raise DraftError(f"cluster {cluster_id} is a {'goal theme' if view != 'reports' else 'praise'} cluster: "
+                         "only problems are drafted")
+    if status == "ignored":
+        raise DraftError(f"cluster {cluster_id} is ignored: clusters unignore {cluster_id} first")
+    drafted = _drafts_by_cluster(warehouse).get(cluster_id)
+    if drafted is not None:
+        raise DraftError(f"cluster {cluster_id} already has draft {drafted['id']} ({drafted['status']}): "
+                         f"drafts show {drafted['id']}")
+    figures = demand(warehouse, half_life_days=config.demand.half_life_days).filter(cluster_id=cluster_id)
+    if figures.is_empty():
+        raise DraftError(f"cluster {cluster_id} has no report to draft from (every one dismissed or erased)")
+    row = figures.row(0, named=True)
+    inputs = draft_input(warehouse, row)
+    draft = llm_draft(inputs, config.drafts, client) if client else template_draft(inputs, config.drafts)
+    return _store(warehouse, row, draft, None, _cited(inputs, draft, config.drafts), actor)
+
+
 def _draft(
     config: Config,
     warehouse: Warehouse,
     client: ChatClient | None,
     on_draft: Callable[[int], None] | None,
     erased_only: bool,
+    as_of: datetime | None = None,
 ) -> DraftRun:
     settings = config.drafts
     run = DraftRun()
-    figures = demand(warehouse, half_life_days=config.demand.half_life_days)
+    figures = demand(warehouse, as_of=as_of, half_life_days=config.demand.half_life_days)
     if not erased_only:
         _attach_filed_by_hand(warehouse, figures, _drafts_by_cluster(warehouse), run)
     existing = _drafts_by_cluster(warehouse)
@@ -126,6 +177,9 @@ def _draft(
         drafted = existing.get(row["cluster_id"])
         erased = drafted is not None and drafted["stale"]
         if erased_only and not erased or not _needs_draft(row, drafted, settings):
+            continue
+        if drafted is None and row["needs_review"]:
+            run.held.append(row["cluster_id"])  # a maintainer drafts it once they have looked
             continue
         inputs = draft_input(warehouse, row)
         draft = llm_draft(inputs, settings, client) if client else template_draft(inputs, settings)
@@ -167,7 +221,8 @@ def _cited(inputs: DraftInput, draft: Draft, settings: DraftsConfig) -> list[str
 
 
 def _store(
-    warehouse: Warehouse, figures: dict[str, Any], draft: Draft, drafted: dict[str, Any] | None, cited: list[str]
+    warehouse: Warehouse, figures: dict[str, Any], draft: Draft, drafted: dict[str, Any] | None, cited: list[str],
+    actor: str = PIPELINE_ACTOR,
 ) -> int:
     con, now = warehouse.con, now_utc()
     prompt = draft.calls[-1].prompt_sha256 if draft.calls else None
@@ -199,7 +254,7 @@ def _store(
         if draft.llm_error:
             detail["llm_error"] = draft.llm_error
         action = "redrafted after an erasure" if erased else "refreshed" if drafted else "drafted"
-        record_action(warehouse, draft_id, action, PIPELINE_ACTOR, detail)
+        record_action(warehouse, draft_id, action, actor, detail)
         for call in draft.calls:
             con.execute(
                 "INSERT INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -97,18 +97,27 @@ def on_task_runner(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
 
 def cluster(cfg: Config) -> dict[str, str]:
     """Not a task itself: its shards are the tasks, submitted from the flow to its runner."""
-    from ..clusters import MiniLMEmbedder, cluster_new_records
+    from ..clusters import MiniLMEmbedder, cluster_assist, cluster_new_records
+    from ..drafts import merge_clusters
     from ..warehouse import Warehouse
 
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    def merge(wh: Warehouse, into: int, other: int, actor: str, reason: str) -> None:
+        """A merge the LLM judged right reaches the drafts as a maintainer's would."""
+        merge_clusters(cfg, wh, into, other, actor, reason)
+
+    with Warehouse(cfg.warehouse.path) as warehouse, cluster_assist(cfg.llm, merge=merge) as assist:
         run = cluster_new_records(
             warehouse, MiniLMEmbedder(cfg.embedding), cfg.clustering,
-            map_shards=on_task_runner, shard_size=cfg.flows.shard_size,
+            map_shards=on_task_runner, shard_size=cfg.flows.shard_size, assist=assist,
         )
     logger = get_run_logger()
     logger.info("clusters: %s", run.line("reports"))
     logger.info("goal themes: %s", run.line("goals"))
-    return {"reports": run.line("reports"), "goals": run.line("goals")}
+    lines = {"reports": run.line("reports"), "goals": run.line("goals")}
+    if assist:
+        (logger.warning if assist.assistant.failure else logger.info)("%s", assist.line())
+        lines["llm"] = assist.line()
+    return lines
 
 
 @task(name="draft issues", cache_policy=NO_CACHE, **NETWORK_RETRIES)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from typing import Any
 
 from ..core import DEFAULT_MAX_BYTES, MAX_DEPTH, CanonicalRecord, Problem, depth_problem, jsontext
@@ -91,6 +92,8 @@ def process(
     received_at: str,
     choice: str = "auto",
     service: str | None = None,
+    service_by_tool: Mapping[str, str] | None = None,
+    require_service: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     pseudonymise: Callable[[str], str] | None = None,
     prevalidated: bool = False,
@@ -99,7 +102,12 @@ def process(
     scrubbed and accounts are pseudonymised before anything leaves this function.
     ``prevalidated``: the items come from our collector, which validated them before it
     scrubbed them (placeholders can make a text longer than its limit); only the dialect is
-    detected again."""
+    detected again.
+
+    A record whose report names no service gets the service of the first ``service_by_tool``
+    glob its tool matches, else ``service``. With ``require_service`` (storage) a report that
+    still has none is quarantined, saying which source setting to add: stored, it would form
+    clusters of its own that no correction could merge into its service's."""
     out = Processed()
     for item in items:
         checked = check(item, choice, max_bytes)
@@ -118,14 +126,19 @@ def process(
         # The hash of what is kept, so a report reaching us twice by different paths (a file,
         # a quarantine replay, a collector) has one identity.
         digest = content_hash(dialects.payload(checked.module, obj))
-        origin = Origin(collector, received_at, digest, item.occurrence, service)
+        origin = Origin(collector, received_at, digest, item.occurrence)
         try:
             records = dialects.dialect(checked.module).normalise(obj, origin)
             for record in records:
                 record["received_at"] = utc_timestamp(record["received_at"])
                 record["redactions"] = redactions  # type: ignore[typeddict-unknown-key]
+                record["service"] = record.get("service") or service_of(record.get("tool"), service, service_by_tool)
         except (ValueError, KeyError, TypeError, OverflowError, OSError) as exc:
             checked.problems = [Problem("", f"could not be normalised: {type(exc).__name__}: {exc}")]
+            out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
+            continue
+        if require_service and any(record["service"] is None for record in records):
+            checked.problems = [_no_service(collector, records)]
             out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
             continue
         out.records.extend(records)
@@ -133,6 +146,27 @@ def process(
         # Scrubbed records keep their scrubbed original, never the text as it came in.
         out.raw_texts.extend([item.text if pseudonymise is None else None] * len(records))
     return out
+
+
+def service_of(tool: str | None, service: str | None, by_tool: Mapping[str, str] | None) -> str | None:
+    """The service of a report that names none: the first glob of ``by_tool`` (in its order,
+    case-sensitive, ``*`` matching ``/`` too) that its tool or endpoint matches, else
+    ``service``."""
+    if tool is not None and by_tool:
+        for pattern, named in by_tool.items():
+            if fnmatchcase(tool, pattern):
+                return named
+    return service
+
+
+def _no_service(collector: str, records: list[CanonicalRecord]) -> Problem:
+    tools = sorted({str(r["tool"])[:80] for r in records if r["service"] is None and r.get("tool") is not None})
+    matched = f"its tool {', '.join(map(repr, tools))} matches no service_by_tool pattern" if tools else "it names no tool"
+    return Problem(
+        "",
+        f"names no service and {matched}: set service (or service_by_tool) for source {collector!r}, "
+        "then run quarantine replay",
+    )
 
 
 _UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
+from ..config import Config, FileDropConfig, SourceConfig
 from ..core import now_utc
 from ..privacy import Pseudonymiser
 from ..warehouse import Warehouse
@@ -21,7 +21,7 @@ from ._normalise import process
 from ._raw import RawItem
 from ._readers import UnreadableFile, read_blocks
 from ._store import BatchCounts, finish_run, mark_replayed, quarantine_entries, start_run, store_batch
-from .sources.files import DONE, WHOLE_FILE, file_digest, unreadable
+from .sources.files import DONE, WHOLE_FILE, file_digest, received_at, unreadable
 
 
 @dataclass(slots=True)
@@ -47,9 +47,11 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
         options = {
             "collector": entry["collector"],
             "source_uri": entry["source_uri"],
-            "received_at": now_utc().isoformat(),
+            "received_at": _received_at(source, entry["source_uri"]) or now_utc().isoformat(),
             "choice": source.dialect if source else "auto",
             "service": source.service if source else None,
+            "service_by_tool": source.service_by_tool if source else None,
+            "require_service": True,
             "max_bytes": config.ingest.max_bytes,
             "pseudonymise": pseudonymise,
         }
@@ -71,6 +73,17 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
             result.still_invalid.append(entry["id"])
     finish_run(warehouse, run_id, result.counts)
     return result
+
+
+def _received_at(source: SourceConfig | None, source_uri: str) -> str | None:
+    """The time a replayed report without one of its own gets: its file's, by the same rule as
+    when it was first read (a file since replaced counts from its new version)."""
+    if not isinstance(source, FileDropConfig):
+        return None
+    try:
+        return received_at(source, Path(source_uri))
+    except OSError:  # the file is gone: what is replayed is the text the entry kept
+        return None
 
 
 def _deliveries(entry: dict[str, Any], batch_size: int) -> Iterator[tuple[Iterable[RawItem], dict[str, str]]]:

@@ -143,6 +143,8 @@ def _ingest_source(
     summary: IngestSummary,
     on_batch: OnBatch | None,
 ) -> None:
+    # Its section (names are unique): which service a report that names none is about.
+    by_tool = next(s.service_by_tool for s in config.sources if s.name == source.name)
     # (staged batch, where it came from, the cursor that covers it), oldest first.
     in_flight: deque[tuple[Future[StagedBatch], str, dict[str, str]]] = deque()
 
@@ -160,9 +162,11 @@ def _ingest_source(
         options = {
             "collector": source.name,
             "source_uri": batch.source_uri,
-            "received_at": now_utc().isoformat(),
+            "received_at": batch.received_at or now_utc().isoformat(),
             "choice": source.dialect,
             "service": source.service,
+            "service_by_tool": by_tool,
+            "require_service": True,
             "max_bytes": config.ingest.max_bytes,
             "pseudonymise": pseudonymise,
             "prevalidated": source.prevalidated,

@@ -1,6 +1,8 @@
 """The publishing stage: approved drafts filed on GitHub exactly once; issue state read back;
-then every sink told (known_issue entries to collectors, filed in-session rows written back)."""
+then every sink told (known_issue entries to collectors, filed in-session rows written back);
+issues whose clusters a maintainer merged closed as duplicates of the survivor's."""
 
+from ._duplicates import DuplicateRun, duplicate_comment, mark_duplicates
 from ._erasure import BodySync, ForgetRun, forget, records_to_forget, resync_erased
 from ._github import GitHubError, IssueState, IssueTracker
 from ._known_issues import deliver_known_issues, fingerprints, known_issue, payloads
@@ -10,6 +12,7 @@ from ._write_back import write_back
 
 __all__ = [
     "BodySync",
+    "DuplicateRun",
     "ForgetRun",
     "GitHubError",
     "IssueState",
@@ -18,9 +21,11 @@ __all__ = [
     "Sink",
     "SinkResult",
     "deliver_known_issues",
+    "duplicate_comment",
     "fingerprints",
     "forget",
     "known_issue",
+    "mark_duplicates",
     "payloads",
     "publish",
     "publish_configured",

@@ -320,6 +320,17 @@ class IssueTracker:
         issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
         self._call(repo_name, f"editing {repo_name}#{number}", lambda: issue.edit(body=body))
 
+    def close_as_duplicate(self, repo_name: str, number: int) -> IssueState:
+        """Close the issue with the state reason ``duplicate`` (a PATCH: safe to repeat). GitHub's
+        REST API takes the reason but not which issue it duplicates: the "Duplicate of #N"
+        comment says that (:meth:`comment_once`). An issue closed already keeps its reason."""
+        repo = self.repo(repo_name)
+        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
+        if issue.state == "open":
+            self._call(repo_name, f"closing {repo_name}#{number}",
+                       lambda: issue.edit(state="closed", state_reason="duplicate"))
+        return _state(issue)
+
     def state(self, repo_name: str, number: int) -> IssueState:
         """The issue's state; a transferred issue's (the 301 is followed), with where it is now."""
         repo = self.repo(repo_name)

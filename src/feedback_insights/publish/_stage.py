@@ -17,6 +17,7 @@ from ..core import SINKS, now_utc
 from ..drafts import PIPELINE_ACTOR, draft_input, grew_materially, record_action, render_update, update_marker
 from ..ingest import CollectorClient
 from ..warehouse import Warehouse, transaction
+from ._duplicates import mark_duplicates
 from ._erasure import resync_erased
 from ._github import GitHubError, IssueState, IssueTracker
 from ._sinks import SinkResult
@@ -40,6 +41,8 @@ class PublishRun:
     #: Issues that already existed for the cluster (an interrupted earlier run filed them).
     adopted: list[tuple[int, str]] = field(default_factory=list)
     status_changes: list[tuple[int, str, str]] = field(default_factory=list)
+    #: ``(draft, issue url, surviving issue url)``: issues closed as duplicates after a merge.
+    duplicates: list[tuple[int, str, str]] = field(default_factory=list)
     #: Filed issues whose cluster grew materially: a demand-update comment was posted.
     updates: list[tuple[int, int]] = field(default_factory=list)
     would_file: list[dict[str, Any]] = field(default_factory=list)
@@ -71,6 +74,7 @@ class PublishRun:
             f"{len(self.status_changes)} status changes, {len(self.updates)} demand updates, "
             f"{self.deliveries.sent} known_issue updates sent "
             f"({self.deliveries.unchanged} unchanged), {self.written_back} rows written back{others}"
+            + (f", {len(self.duplicates)} closed as duplicates" if self.duplicates else "")
             + (f", {len(self.bodies_rewritten)} issue bodies rewritten after an erasure" if self.bodies_rewritten else "")
         )
 
@@ -103,6 +107,9 @@ def publish(
             run.skipped.append(f"draft {draft['id']}: cluster {draft['cluster_id']} was {draft['cluster_status']}{where} after approval; not filed")
             continue
         _file(config, warehouse, tracker, draft, run)
+    duplicates = mark_duplicates(warehouse, tracker, lambda draft: _ours(config, draft))
+    run.duplicates = duplicates.marked
+    run.errors.extend(duplicates.errors)
     figures = {row["cluster_id"]: row for row in demand(warehouse, half_life_days=config.demand.half_life_days).iter_rows(named=True)}
     for draft in warehouse.con.sql(_DRAFTS, params={"status": "filed"}).pl().to_dicts():
         if not _ours(config, draft):

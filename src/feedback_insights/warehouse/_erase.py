@@ -65,6 +65,8 @@ def erase_records(
         texts = [row[0] for row in con.execute(_UNSHARED_TEXTS).fetchall()]
         if texts:
             con.execute("DELETE FROM embeddings WHERE text_sha256 IN (SELECT unnest(?))", [texts])
+            # An LLM's problem statement paraphrases the report: it goes with the report's vector.
+            con.execute("DELETE FROM problem_statements WHERE embedded_sha256 IN (SELECT unnest(?))", [texts])
         for name in ("cluster_members", "record_signals", "record_status_history"):
             con.execute(f"DELETE FROM {name} t USING erased_keys k WHERE t.collector = k.collector AND t.id = k.id")
         result.quarantined = len(con.execute(_QUARANTINE).fetchall())
@@ -73,6 +75,13 @@ def erase_records(
         ).fetchall())
         if result.clusters:
             con.execute("UPDATE clusters SET stale = true WHERE id IN (SELECT unnest(?))", [result.clusters])
+            # What an LLM said of these clusters may quote the erased reports: named again, reasons dropped.
+            con.execute("DELETE FROM cluster_names WHERE cluster_id IN (SELECT unnest(?))", [result.clusters])
+            con.execute(
+                """UPDATE cluster_judgements SET reason = '(erased)', records = NULL
+                   WHERE cluster_id IN (SELECT unnest($c)) OR other_id IN (SELECT unnest($c))""",
+                {"c": result.clusters},
+            )
             result.drafts = [row[0] for row in con.execute(
                 """UPDATE drafts SET stale = true
                    WHERE cluster_id IN (SELECT unnest($clusters))

@@ -9,8 +9,15 @@ A dialect is a plugin (entry-point group ``feedback_insights.dialects``, or
   submission carries several items, so the result is a list for every dialect);
 
 and optionally ``payload(obj)`` (what the reporter wrote, without a receiver's envelope;
-default: the object itself), ``ORDER`` (auto-detection tries lower first; default 100) and
-``CHOICE`` (the ``--dialect`` name it travels under; default its own name).
+default: the object itself), ``ORDER`` (auto-detection tries lower first; default 100),
+``CHOICE`` (the ``--dialect`` name it travels under; default its own name) and
+``NAMES_SERVICE`` (false when no report of it ever names its service, so a source reading it
+must set ``service``; default true).
+
+A record whose report names no service has ``service`` None (or ``origin.service``, which
+ingestion leaves unset): ingestion then applies the source's ``service_by_tool`` and
+``service``, and quarantines what still has none. Likewise ``origin.received_at`` is for
+reports that carry no time of their own: the source's rule (see ``FileDropConfig``).
 
 ``afs`` on the command line covers both the Agent Feedback Spec v1 body and the MCP SEP-2369
 shape it accepts; the records say which one (``dialect`` ``afs`` or ``sep2369``).

@@ -10,8 +10,11 @@ from dataclasses import dataclass
 class Origin:
     """What the receiving side knows about a report beyond its body.
 
-    ``service`` is the configured default for dialects that do not name one; ``digest`` is the
-    content hash of the report and ``occurrence`` how many identical copies came before it in
+    ``received_at`` is for reports that carry no time of their own. ``service`` is the service
+    the receiver knows a report is about (our collector's own); ingestion leaves it unset and
+    gives the records that name none their source's service afterwards (by tool, then the
+    default: see :func:`feedback_insights.ingest.process`). ``digest`` is the content hash of
+    the report and ``occurrence`` how many identical copies came before it in
     the same delivery (see ``RawItem.occurrence``), from which :attr:`fallback_id` is made.
     """
 

@@ -22,6 +22,8 @@ from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, depth_
 from .common import Origin
 
 ORDER = 40
+#: A row never says which service it is about: its source's ``service`` does (required).
+NAMES_SERVICE = False
 
 SCHEMAS = shared_schemas()
 _MARKERS = ("instance_id", "timeline_seq", "target_text", "surface")

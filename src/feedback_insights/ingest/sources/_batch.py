@@ -20,3 +20,6 @@ class Batch:
     #: Every id the source holds now, when it can list them (an SQL table): the records of
     #: this source not among them were deleted there and are forgotten.
     present: list[str] | None = None
+    #: When the items that carry no time of their own were received, if the source says
+    #: (a file drop's ``received_at``); else they were received when the run read them.
+    received_at: str | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ...config import DEFAULT_BATCH_SIZE, FileDropConfig
@@ -39,6 +40,7 @@ class FileDrop:
     config_model = FileDropConfig
 
     def __init__(self, config: FileDropConfig, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.config = config
         self.name = config.name
         self.dialect = config.dialect
         self.service = config.service
@@ -73,12 +75,23 @@ class FileDrop:
     def _file_batches(self, path: Path, key: str, skip: int) -> Iterator[Batch]:
         """One batch per block; a resumed file skips the blocks already stored (their size is
         the configured batch size, so block boundaries are where the cursor can point)."""
-        done = 0
+        done, when = 0, received_at(self.config, path)
         for block in read_blocks(path, self.batch_size):
             done += len(block)
             if done > skip:
-                yield Batch(block, str(path), {key: str(done)})
+                yield Batch(block, str(path), {key: str(done)}, received_at=when)
         yield Batch([], str(path), {key: DONE})
+
+
+def received_at(config: FileDropConfig, path: Path) -> str | None:
+    """When the reports of ``path`` that carry no time of their own were received, by the
+    source's ``received_at`` rule (None: when the run reads them). The file's modification
+    time is when it was delivered, whenever a run gets to it and on every re-ingest alike."""
+    if config.received_at == "ingest":
+        return None
+    if config.received_at == "file":
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+    return config.received_at.isoformat()
 
 
 def unreadable(path: Path, error: OSError | UnreadableFile, cursor: dict[str, str]) -> Batch:

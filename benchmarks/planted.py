@@ -1,0 +1,126 @@
+"""The sample's planted problems, as a maintainer would check them: each recurring problem
+should be exactly one cluster and one draft, and no draft should mix two planted problems.
+
+Shared by ``benchmarks/embed_text.py`` (the table it prints) and ``tests/test_clusters_sample.py``
+(the assertion), so both judge the same way. Every valid unit of ``data/sample/truth.jsonl`` is
+matched to its record: by id (AFP records, AFS, session rows), by ``request_id`` (RFC-026,
+whose records get a content-derived id), and for the units that carry neither (SEP-2369 items,
+bare AFP submissions) by their line as written against the record's ``original``, equal but
+where the scrubber redacted a string; a SEP item is the record ``<id>:<item>`` (a single-item
+message keeps the bare id).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+TRUTH: list[dict[str, Any]] = [json.loads(line) for line in (SAMPLE / "truth.jsonl").read_text().splitlines()]
+#: Every recurring problem (not the praise themes): the ones that should become issues.
+PROBLEMS = sorted({t["problem"] for t in TRUTH if not t["invalid"] and t["problem"] and t["polarity"] == "problem"})
+_BY_LINE = ("sep2369.jsonl", "afp_submissions.jsonl")
+
+
+def _same(raw: Any, stored: Any) -> bool:
+    """A value as written and as stored: equal, but where the scrubber redacted a string."""
+    if isinstance(stored, str) and "[REDACTED:" in stored:
+        return isinstance(raw, str)
+    if isinstance(raw, dict) and isinstance(stored, dict):
+        return raw.keys() == stored.keys() and all(_same(raw[k], stored[k]) for k in raw)
+    if isinstance(raw, list) and isinstance(stored, list):
+        return len(raw) == len(stored) and all(_same(a, b) for a, b in zip(raw, stored, strict=True))
+    return bool(raw == stored)
+
+
+def truth_by_record(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """Record id → its truth unit, for every valid unit of the sample."""
+    rows = con.execute("SELECT id, dialect, request_id, original, source_uri FROM records").fetchall()
+    ids = {r[0] for r in rows}
+    by_request = {r[2]: r[0] for r in rows if r[1] == "rfc026"}
+    lines = {name: (SAMPLE / name).read_text().splitlines() for name in _BY_LINE}
+    stored = {name: [(r[0], json.loads(r[3])) for r in rows if Path(r[4]).name == name] for name in _BY_LINE}
+    out: dict[str, dict[str, Any]] = {}
+    for t in TRUTH:
+        if t["invalid"]:
+            continue
+        if t["record_id"] in ids:
+            out[t["record_id"]] = t
+        elif t["record_id"] in by_request:
+            out[by_request[t["record_id"]]] = t
+        else:
+            raw = json.loads(lines[t["file"]][t["line"] - 1])
+            matches = {i for i, original in stored[t["file"]] if _same(raw, original)}
+            if t["item"] is not None:
+                matches = {i for i in matches if i.endswith(f":{t['item']}")} or {i for i in matches if ":" not in i}
+            if not matches:
+                raise LookupError(f"no record for {t['file']} line {t['line']} item {t['item']}")
+            out.update(dict.fromkeys(matches, t))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one planted problem came out of the pipeline."""
+
+    problem: str
+    reports: int
+    clustered: int
+    clusters: tuple[int, ...]  # members per cluster holding its reports, largest first
+    drafts: int
+    mixed_with: tuple[str, ...]  # other planted problems or praise themes in its drafts' clusters
+
+    @property
+    def whole(self) -> bool:
+        """Exactly one cluster and one draft, and that draft holds no other planted key."""
+        return len(self.clusters) == 1 and self.drafts == 1 and not self.mixed_with
+
+    def row(self) -> list[str]:
+        return [self.problem, str(self.reports), str(self.clustered), "+".join(map(str, self.clusters)) or "–",
+                str(self.drafts), ", ".join(self.mixed_with) or "–", "yes" if self.whole else "no"]
+
+
+HEADERS = ("planted problem", "reports", "clustered", "clusters (members)", "drafts", "drafts mixed with", "one and one")
+
+
+def outcomes(con: duckdb.DuckDBPyConnection) -> list[Outcome]:
+    """Each planted problem's outcome, from the warehouse after clustering and drafting."""
+    truth = truth_by_record(con)
+    placed = con.execute(
+        """SELECT m.id, m.cluster_id, d.id FROM cluster_members m
+           LEFT JOIN drafts d ON d.cluster_id = m.cluster_id AND d.status <> 'superseded'
+           WHERE m.view = 'reports' AND m.cluster_id IS NOT NULL"""
+    ).fetchall()
+    keys_in: dict[int, set[str]] = defaultdict(set)
+    for record_id, cluster_id, _ in placed:
+        if (key := truth[record_id]["problem"]) is not None:
+            keys_in[cluster_id].add(key)
+    out = []
+    for problem in PROBLEMS:
+        mine = [(c, d) for i, c, d in placed if truth[i]["problem"] == problem]
+        clusters = Counter(c for c, _ in mine)
+        drafted = {c for c, d in mine if d is not None}
+        mixed = sorted(set().union(*(keys_in[c] for c in drafted)) - {problem}) if drafted else []
+        out.append(Outcome(problem, sum(t["problem"] == problem for t in truth.values()), len(mine),
+                           tuple(sorted(clusters.values(), reverse=True)), len(drafted), tuple(mixed)))
+    return out
+
+
+def mixed_drafts(con: duckdb.DuckDBPyConnection) -> list[tuple[int, list[str]]]:
+    """Drafts whose cluster holds reports of two or more planted keys (problems or praise)."""
+    truth = truth_by_record(con)
+    rows = con.execute(
+        """SELECT d.id, list(m.id) FROM drafts d JOIN cluster_members m ON m.cluster_id = d.cluster_id
+           WHERE m.view = 'reports' AND d.status <> 'superseded' GROUP BY d.id ORDER BY d.id"""
+    ).fetchall()
+    out = []
+    for draft_id, members in rows:
+        keys = sorted({truth[i]["problem"] for i in members if truth[i]["problem"]})
+        if len(keys) > 1:
+            out.append((draft_id, keys))
+    return out

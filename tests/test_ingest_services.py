@@ -1,0 +1,149 @@
+"""Which service and when: reports that name neither get their source's, or wait in quarantine.
+
+Clusters are made per service, so a record stored without one would form clusters of its own
+that no correction could merge back into its service's: it is never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig, embedded_default
+from feedback_insights.core import now_utc
+from feedback_insights.ingest import RawItem, ingest, process, replay
+from feedback_insights.warehouse import Warehouse
+
+from .conftest import SAMPLE, write_jsonl
+from .test_dialects import SESSION_ROW
+from .test_ingest import record, submission
+
+DELIVERED = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+#: The sample README's time for its bare submissions: the close of its last Mon-Sun week.
+SAMPLE_DELIVERED_AT = datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)
+
+
+def _config(tmp_path: Path, drop: Path, **source: object) -> Config:
+    return Config(
+        privacy=PrivacyConfig(hmac_key="k"),
+        warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+        sources=[FileDropConfig(kind="files", name="drop", path=drop, **source)],  # type: ignore[arg-type]
+    )
+
+
+def _drop(tmp_path: Path) -> Path:
+    """Three bare submissions (an HTTP path, an MCP tool, no endpoint), a session row and a
+    collector record that names its service, in a file delivered at :data:`DELIVERED`."""
+    drop = tmp_path / "drop"
+    drop.mkdir(parents=True)
+    path = write_jsonl(drop / "a.jsonl", [
+        submission(1, endpoint="/companies/search"), submission(2, endpoint="search_files"), submission(3),
+        SESSION_ROW, record(4),
+    ])
+    os.utime(path, (DELIVERED.timestamp(), DELIVERED.timestamp()))
+    return drop
+
+
+def _stored(wh: Warehouse) -> dict[str, tuple[str | None, datetime]]:
+    rows = wh.con.execute("SELECT summary, service, received_at FROM records").fetchall()
+    return {summary: (service, received) for summary, service, received in rows}
+
+
+def _problems(wh: Warehouse) -> dict[str, str]:
+    rows = wh.con.execute("SELECT position, problems FROM quarantine WHERE status = 'open'").fetchall()
+    return {position: "; ".join(p["message"] for p in orjson.loads(problems)) for position, problems in rows}
+
+
+def test_a_report_without_a_service_waits_in_quarantine_until_its_source_says_which(tmp_path: Path) -> None:
+    drop = _drop(tmp_path)
+    config = _config(tmp_path, drop)
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        assert (summary.counts.new, summary.counts.quarantined) == (1, 4)
+        assert set(_stored(wh)) == {"message 4"}  # the record that names its service
+        assert _problems(wh) == {
+            "line 1": "names no service and its tool '/companies/search' matches no service_by_tool pattern: "
+                      "set service (or service_by_tool) for source 'drop', then run quarantine replay",
+            "line 2": "names no service and its tool 'search_files' matches no service_by_tool pattern: "
+                      "set service (or service_by_tool) for source 'drop', then run quarantine replay",
+            "line 3": "names no service and it names no tool: "
+                      "set service (or service_by_tool) for source 'drop', then run quarantine replay",
+            "line 4": "names no service and it names no tool: "
+                      "set service (or service_by_tool) for source 'drop', then run quarantine replay",
+        }
+        # The HTTP API's endpoints are paths: that alone places one report.
+        by_path = _config(tmp_path, drop, service_by_tool={"/*": "acme-api"})
+        assert len(replay(by_path, wh).replayed) == 1
+        assert set(_problems(wh)) == {"line 2", "line 3", "line 4"}
+        # The rest are the MCP server's.
+        fixed = _config(tmp_path, drop, service="orbit-mcp", service_by_tool={"/*": "acme-api"})
+        assert len(replay(fixed, wh).replayed) == 3
+        assert _problems(wh) == {}
+        stored = _stored(wh)
+        assert {summary: service for summary, (service, _) in stored.items()} == {
+            "message 1": "acme-api", "message 2": "orbit-mcp", "message 3": "orbit-mcp",
+            SESSION_ROW["body"]: "orbit-mcp", "message 4": "svc",
+        }
+        # Replayed, the bare submissions count from their file's delivery, as when first read.
+        assert {stored[f"message {n}"][1] for n in (1, 2, 3)} == {DELIVERED}
+        assert wh.con.execute("SELECT count(*) FROM records WHERE service IS NULL").fetchall() == [(0,)]
+
+
+def test_a_report_without_a_time_is_received_by_its_source_s_rule(tmp_path: Path) -> None:
+    before = now_utc()
+    fixed = datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)
+    received = {}
+    for rule in ("file", "ingest", fixed):
+        run = tmp_path / str(rule)[:4]
+        drop = _drop(run)
+        config = _config(run, drop, service="orbit-mcp", received_at=rule)
+        with Warehouse(config.warehouse.path) as wh:
+            assert ingest(config, wh).counts.quarantined == 0
+            stored = _stored(wh)
+        assert stored["message 4"][1] == datetime(2026, 10, 1, 10, tzinfo=UTC)  # its own time wins
+        received[str(rule)] = stored["message 1"][1]
+    assert received["file"] == DELIVERED  # the default: when the file was delivered
+    assert before <= received["ingest"] <= now_utc()
+    assert received[str(fixed)] == fixed
+
+
+def test_the_first_matching_pattern_wins_and_a_named_service_is_kept() -> None:
+    items = [
+        RawItem(submission(1, endpoint="deploy_service"), "line 1"),
+        RawItem(submission(2, endpoint="search_files"), "line 2"),
+        RawItem({**record(3), "feedback": submission(3, endpoint="deploy_x")}, "line 3"),
+        RawItem(submission(4, endpoint="Deploy_service"), "line 4"),
+    ]
+    by_tool = {"deploy_*": "deployer", "*_*": "orbit-mcp"}
+    done = process(items, collector="c", source_uri="u", received_at="2026-11-30T00:00:00Z", service_by_tool=by_tool)
+    assert [r["service"] for r in done.records] == ["deployer", "orbit-mcp", "svc", "orbit-mcp"]
+    # Without storage's rule a preview keeps what it cannot place (the normalise command's output).
+    preview = process([RawItem(submission(5), "line 1")], collector="c", source_uri="u", received_at="2026-11-30T00:00:00Z")
+    assert [r["service"] for r in preview.records] == [None] and preview.quarantined == []
+
+
+def test_the_sample_s_bare_submissions_are_stored_with_their_service_at_the_close_of_its_last_week(tmp_path: Path) -> None:
+    truth = [json.loads(line) for line in (SAMPLE / "truth.jsonl").read_text().splitlines()]
+    bare = {t["line"]: t["service"] for t in truth if t["file"] == "afp_submissions.jsonl" and not t["invalid"]}
+    config = embedded_default(tmp_path / "wh.duckdb")
+    with Warehouse(config.warehouse.path) as wh:
+        assert ingest(config, wh).errors == []
+        stored = wh.con.execute(
+            "SELECT goal, tool, service, received_at FROM records WHERE collector = 'sample-submissions'"
+        ).fetchall()
+        nameless = wh.con.execute("SELECT count(*) FROM records WHERE service IS NULL").fetchall()
+        latest = wh.con.execute("SELECT max(received_at) FROM records").fetchall()[0][0]
+    # A stored report is known by its goal and endpoint (the text around them may be scrubbed).
+    lines = (SAMPLE / "afp_submissions.jsonl").read_text().splitlines()
+    valid = {n: json.loads(lines[n - 1]) for n in bare}
+    truth_of = {(valid[n]["goal"], valid[n].get("endpoint")): service for n, service in bare.items()}
+    assert len(stored) == len(bare) == 22
+    assert [truth_of[goal, tool] for goal, tool, _, _ in stored] == [service for _, _, service, _ in stored]
+    assert sorted(s for _, _, s, _ in stored) == sorted(bare.values())  # 12 acme-companies-api, 10 orbit-mcp
+    assert {r for _, _, _, r in stored} == {SAMPLE_DELIVERED_AT} and nameless == [(0,)]
+    # The newest report closes the sample's last Mon-Sun week: "this week" is that week.
+    assert latest == SAMPLE_DELIVERED_AT and latest.weekday() == 6
