@@ -24,10 +24,9 @@ from feedback_insights.clusters import (
     embedded_text,
     text_sql,
     to_matrix,
-    undo_merge,
 )
 from feedback_insights.config import Config, FileDropConfig, LLMConfig, PrivacyConfig, WarehouseConfig
-from feedback_insights.drafts import draft_clusters, merge_clusters
+from feedback_insights.drafts import draft_clusters, merge_clusters, unmerge_cluster
 from feedback_insights.ingest import ingest
 from feedback_insights.llm import ChatClient
 from feedback_insights.warehouse import Warehouse
@@ -267,7 +266,9 @@ def test_a_borderline_pair_is_judged_merged_with_its_reason_and_undone(setup, em
         assert wh.con.execute("SELECT status FROM drafts WHERE id = ?", [drafted[other]]).fetchone() == ("superseded",)
         assert wh.con.execute("SELECT status FROM drafts WHERE id = ?", [drafted[into]]).fetchone() == ("pending",)
 
-        moved = undo_merge(wh, other, actor="maintainer")
+        undone = unmerge_cluster(config, wh, other, actor="maintainer")  # `clusters unmerge`
+        moved = undone.new_cluster
+        assert moved is not None and undone.rerendered == [drafted[into]]  # the survivor's draft follows
         final = _members(wh)
         absorbed = {k for k, v in clusters.items() if v == other}
         assert {final[k] for k in absorbed} == {moved} and {final[k] for k in clusters if clusters[k] == into} == {into}

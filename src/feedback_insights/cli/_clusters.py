@@ -316,6 +316,19 @@ def clusters_move(
              lambda _: f"moved {len(records)} records into cluster {to}")
 
 
+@clusters_app.command("unmerge")
+def clusters_unmerge(
+    cluster_id: Annotated[int, typer.Argument(help="The cluster an LLM merged away (cluster_judgements).")],
+    by: ByOption = None, config: ConfigOption = None,
+) -> None:
+    """Take back an LLM's merge: the absorbed reports become a cluster again, never put to the
+    model again; the survivor's pending draft is re-rendered."""
+    from ..drafts import unmerge_cluster
+
+    _correct(lambda c, w, llm: unmerge_cluster(c, w, cluster_id, actor(by), llm), config,
+             lambda done: f"cluster {cluster_id}'s reports are cluster {done.new_cluster} again")
+
+
 @clusters_app.command("ignore")
 def clusters_ignore(
     cluster_id: Annotated[int, typer.Argument(help="The cluster to ignore.")],

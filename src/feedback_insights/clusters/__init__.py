@@ -43,7 +43,7 @@ from ._labels import key_terms, medoid
 from ._lookup import find_records
 from ._rebuild import Rebuild, rebuild
 from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_stale
-from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force, settings_in_force
+from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force
 
 __all__ = [
     "GREY_BAND",
@@ -99,7 +99,6 @@ __all__ = [
     "rebuild",
     "record_text",
     "set_ignored",
-    "settings_in_force",
     "smooth",
     "smoothing_reach",
     "split",

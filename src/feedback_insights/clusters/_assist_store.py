@@ -43,13 +43,13 @@ from ._assist import (
 from ._corrections import CorrectionError, merge, split
 from ._embedding import text_sha256, text_sql, to_matrix
 
-#: Every member of the view's live clusters with its vector and its text; ``curated`` when a
-#: maintainer (not the model) merged or split its cluster.
 #: How a yes is carried out: ``(warehouse, into, other, actor, reason)``. The default is the
 #: clusters' own :func:`merge`; the pipeline passes the drafts layer's, so that the absorbed
 #: cluster's draft is superseded or taken over at once, as after a maintainer's merge.
 Merge = Callable[[Warehouse, int, int, str, str], object]
 
+#: Every member of the view's live clusters with its vector and its text; ``curated`` when a
+#: maintainer (not the model) merged, split or moved into its cluster.
 _MEMBERS = """
 SELECT m.cluster_id, c.service, c.polarity, c.status, m.collector, m.id, e.vector, {text} AS text,
        EXISTS (SELECT 1 FROM cluster_actions a

@@ -6,7 +6,8 @@ in a crowded region. The confidence puts that on one scale so a maintainer knows
 clusters to read before trusting them, and the drafting stage knows which not to draft on its
 own.
 
-The quantities are the gate's, on the same centred vectors (the view's background removed):
+The quantities are those of the first-pass gate (step 7), on the same centred vectors (the view's
+background removed):
 
 - **cohesion** ``c``: the mean pairwise cosine of the members;
 - **separation** ``s``: ``c`` minus the members' mean cosine to their ten nearest reports
@@ -122,7 +123,8 @@ def confidence(
 
 
 _VIEW_VECTORS = """
-SELECT coalesce(m.cluster_id, -1) AS cluster_id, r.service, {polarity} AS polarity, e.vector
+SELECT coalesce(m.cluster_id, -1) AS cluster_id, coalesce(c.service, r.service) AS service,
+       coalesce(c.polarity, {polarity}) AS polarity, e.vector  -- a moved report is in its cluster's partition
 FROM cluster_members m
 JOIN records r USING (collector, id)
 JOIN embeddings e ON e.model = $model AND e.text_sha256 = m.text_sha256

@@ -53,6 +53,8 @@ def _cluster(warehouse: Warehouse, cluster_id: int) -> dict:
     found = dict(zip(("id", "view", "service", "polarity", "status", "merged_into"), rows[0], strict=True))
     if found["status"] == "merged":
         raise CorrectionError(f"cluster {cluster_id} was merged into {found['merged_into']}; act on that one")
+    if found["status"] == "dissolved":
+        raise CorrectionError(f"cluster {cluster_id} was dissolved by a rebuild: its reports are in no cluster")
     return found
 
 

@@ -57,7 +57,7 @@ FROM (
            {text} AS text, m.cluster_id AS old, r.received_at,
            m.cluster_id IS NOT NULL AND (m.assigned_by = 'maintainer' OR m.cluster_id IN (
                SELECT unnest([a.cluster_id, a.other_id]) FROM cluster_actions a
-               WHERE a.action IN ('merge', 'split', 'move'))) AS kept
+               WHERE a.action IN ('merge', 'split', 'move') AND a.actor NOT LIKE 'llm:%')) AS kept
     FROM cluster_members m JOIN records r USING (collector, id) LEFT JOIN clusters c ON c.id = m.cluster_id
     WHERE m.view = $view
 )

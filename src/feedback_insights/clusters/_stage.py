@@ -278,7 +278,8 @@ _DESCRIBE_TEXTS = """
 SELECT m.cluster_id AS cluster, {text} AS text
 FROM cluster_members m JOIN records r USING (collector, id)
 LEFT JOIN clusters c ON c.id = m.cluster_id
-WHERE m.view = $view AND r.service IS NOT DISTINCT FROM $service AND {polarity} = $polarity
+WHERE m.view = $view AND coalesce(c.service, r.service) IS NOT DISTINCT FROM $service
+  AND coalesce(c.polarity, {polarity}) = $polarity  -- a moved report describes the cluster it was moved to
   AND coalesce(c.status, '') <> 'merged'
 """
 

@@ -122,8 +122,3 @@ def with_overrides(base: ClusteringVersion, configured: ClusteringConfig) -> Clu
         return base
     settings = base.settings.model_copy(update=explicit)
     return dataclasses.replace(base, settings=settings)
-
-
-def settings_in_force(con: DuckDBPyConnection, configured: ClusteringConfig = ClusteringConfig()) -> ClusteringConfig:
-    """:func:`in_force`'s settings: what ``cluster_new_records`` should cluster with."""
-    return in_force(con, configured).settings

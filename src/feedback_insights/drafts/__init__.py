@@ -12,7 +12,15 @@ reviewed by a maintainer before it is filed.
 
 from . import neutralise
 from ._compose import Draft, LLMCall, estimate_tokens, llm_draft, parse_answer, prompt_messages, template_draft
-from ._corrections import Correction, ignore_cluster, merge_clusters, move_records, rebuild_clusters, split_cluster
+from ._corrections import (
+    Correction,
+    ignore_cluster,
+    merge_clusters,
+    move_records,
+    rebuild_clusters,
+    split_cluster,
+    unmerge_cluster,
+)
 from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
 from ._llm import ChatClient, LLMError
 from ._marker import cluster_of, marker, update_marker
@@ -93,6 +101,7 @@ __all__ = [
     "render_update",
     "save_edit",
     "split_cluster",
+    "unmerge_cluster",
     "template_draft",
     "update_marker",
 ]

@@ -24,7 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clusters import CorrectionError, Embedder, Rebuild, demand, merge, move, rebuild, set_ignored, split
+from ..clusters import (
+    CorrectionError,
+    Embedder,
+    Rebuild,
+    demand,
+    merge,
+    move,
+    rebuild,
+    set_ignored,
+    split,
+    undo_merge,
+)
 from ..config import Config
 from ..core import now_utc
 from ..warehouse import Warehouse, transaction
@@ -93,6 +104,19 @@ def split_cluster(config: Config, warehouse: Warehouse, cluster_id: int, record_
     done.new_cluster = split(warehouse, cluster_id, record_ids, actor, reason)
     why = f"{len(record_ids)} reports were split off into cluster {done.new_cluster}"
     _follow_up(config, warehouse, {cluster_id: why}, actor, client, done)
+    return done
+
+
+def unmerge_cluster(config: Config, warehouse: Warehouse, absorbed: int, actor: str,
+                    client: ChatClient | None = None) -> Correction:
+    """Take back an LLM's merge of cluster ``absorbed`` (its reports split back out of the
+    survivor into a new cluster) and re-render the survivor's unfiled draft."""
+    done = Correction()
+    (survivor,) = warehouse.con.execute("SELECT merged_into FROM clusters WHERE id = ?", [absorbed]).fetchone() or (None,)
+    done.new_cluster = undo_merge(warehouse, absorbed, actor)
+    if survivor is not None:
+        why = f"the LLM's merge of cluster {absorbed} was undone (its reports are cluster {done.new_cluster})"
+        _follow_up(config, warehouse, {survivor: why}, actor, client, done)
     return done
 
 
