@@ -130,3 +130,19 @@ def test_the_command_prints_the_mapping(clustered_sample: Path, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     assert f"would re-cluster with clustering version {LATEST}" in done.stdout
     assert "reports:" in done.stdout and "goals:" in done.stdout
+
+
+def test_an_unknown_configured_version_is_refused_even_where_clusters_name_theirs(tmp_path: Path) -> None:
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        wh.con.execute("INSERT INTO clusters (view, polarity, created_at, updated_at, config_version) "
+                       "VALUES ('reports', 'problem', now(), now(), '1')")
+        assert in_force(wh.con, ClusteringConfig()).name == "1"  # the warehouse's version, not the default
+        with pytest.raises(UnknownVersion, match="unknown clustering version '3'; known: 1, 2"):
+            in_force(wh.con, ClusteringConfig(version="3"))
+
+
+def test_a_version_embeds_its_own_text() -> None:
+    assert "the reply it is about" not in VERSIONS["1"].text_sql("reports")
+    assert "the reply it is about" in VERSIONS["2"].text_sql("reports")
+    assert f">= {MIN_WORDS} THEN" in VERSIONS["1"].text_sql("reports")
+    assert VERSIONS["1"].text_sql("goals") == VERSIONS["2"].text_sql("goals")

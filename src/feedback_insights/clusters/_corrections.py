@@ -210,7 +210,8 @@ def _resolve_records(con: DuckDBPyConnection, target: dict, wanted: list[str]) -
     for ref in wanted:
         found = [row for row in rows if ref in (row[1], f"{row[0]}:{row[1]}")]
         if not found:
-            raise CorrectionError(f"no record {ref} in the {target['view']} view (feedback-insights clusters show lists them)")
+            shown = ref if len(ref) <= 80 else ref[:79] + "…"  # an id is the user's input: any length
+            raise CorrectionError(f"no record {shown} in the {target['view']} view (feedback-insights clusters show lists them)")
         if len(found) > 1:
             raise CorrectionError(f"{ref} is ambiguous: write collector:id")
         collector, record_id, cluster_id, service = found[0]

@@ -94,7 +94,7 @@ def _json_object(value: Any) -> dict:
 
 
 def text_sql(view: str, alias: str = "r", fields: tuple[str, ...] | None = None,
-             turn: tuple[tuple[str, str, str], ...] | None = None) -> str:
+             turn: tuple[tuple[str, str, str], ...] | None = None, min_words: int = MIN_WORDS) -> str:
     """The SQL expression for a view's embedded text, NULL when there are no words or (for
     reports) too few of the report's own: :func:`record_text` in SQL. Without ``fields`` it is
     the view's composition (reports: :data:`TEXT_COMPOSITION` and :data:`TURN_CONTEXT`; goals:
@@ -111,7 +111,7 @@ def text_sql(view: str, alias: str = "r", fields: tuple[str, ...] | None = None,
     if not reports:
         return text
     free = f"regexp_replace(concat_ws(' ', {', '.join(f'{alias}.{f}' for f in FREE_TEXT)}), '{PLACEHOLDER}', ' ', 'g')"
-    return f"CASE WHEN len(regexp_extract_all({free}, '{WORD}')) >= {MIN_WORDS} THEN {text} END"
+    return f"CASE WHEN len(regexp_extract_all({free}, '{WORD}')) >= {int(min_words)} THEN {text} END"
 
 
 def text_sha256(text: str) -> str:

@@ -38,7 +38,7 @@ from ..config import ClusteringConfig
 from ..core import now_utc
 from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import background, place
-from ._embedding import Embedder, embed_with_cache, text_sha256, text_sql
+from ._embedding import Embedder, embed_with_cache, text_sha256
 from ._stage import _POLARITY, VIEWS, describe
 from ._versions import ClusteringVersion, recorded_version, version, with_overrides
 
@@ -144,7 +144,7 @@ class _Plan:
 def _plan(warehouse: Warehouse, embedder: Embedder, target: ClusteringVersion, view: str) -> _Plan:
     """Re-cluster one view in memory and map the new clusters onto the old."""
     con = warehouse.con
-    text = text_sql(view, fields=target.text_composition, turn=target.turn_context) if view == "reports" else text_sql(view)
+    text = target.text_sql(view)
     reports = con.sql(_REPORTS.format(polarity=_POLARITY, text=text), params={"view": view}).pl()
     with_text = reports.filter(pl.col("text").is_not_null())
     texts = with_text.get_column("text").to_list()

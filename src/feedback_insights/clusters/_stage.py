@@ -153,7 +153,7 @@ def _run_view(
 ) -> None:
     con = warehouse.con
     settings = version.settings
-    text = text_sql(view, fields=version.text_composition, turn=version.turn_context) if view == "reports" else text_sql(view)
+    text = version.text_sql(view)
     only = f"AND {_POLARITY} = 'problem' AND {text} IS NOT NULL" if view == "goals" else ""
     pending = con.sql(_PENDING.format(polarity=_POLARITY, text=text, only=only), params={"view": view}).pl()
     summary.considered[view] = pending.height

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from duckdb import DuckDBPyConnection
 
 from ..config import ClusteringConfig
+from ._embedding import text_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,12 @@ class ClusteringVersion:
     #: Fewer words of a report's own than this: too vague to cluster (``MIN_WORDS``).
     min_words: int
     changelog: str
+
+    def text_sql(self, view: str) -> str:
+        """The SQL of the text this version embeds for ``view`` (goals: ``goal`` alone, in every version)."""
+        if view != "reports":
+            return text_sql(view)
+        return text_sql(view, fields=self.text_composition, turn=self.turn_context, min_words=self.min_words)
 
 
 _V1 = ClusteringVersion(
@@ -112,6 +119,7 @@ def recorded_version(con: DuckDBPyConnection) -> str | None:
 def in_force(con: DuckDBPyConnection, configured: ClusteringConfig = ClusteringConfig()) -> ClusteringVersion:
     """The version a run on this warehouse clusters with, its settings being ``configured``'s
     explicit knobs over the version's defaults (module docstring)."""
+    version(configured.version)  # an unknown configured version is an error even where clusters say which
     return with_overrides(version(recorded_version(con) or configured.version), configured)
 
 
