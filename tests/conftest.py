@@ -27,6 +27,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """pytest-playwright's browser is Debian's chromium, never a downloaded one; and no page
+    may reach the network (every host name fails to resolve; 127.0.0.1 is not a name)."""
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    if not shutil.which(chromium):
+        pytest.fail(f"{chromium} is missing: install Debian's chromium (apt-get install -y chromium)")
+    return {**browser_type_launch_args, "executable_path": chromium,
+            "args": ["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost"]}
+
+
 def write_jsonl(path: Path, objects: list[object]) -> Path:
     path.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in objects))
     return path
