@@ -9,7 +9,7 @@ Three labelled sets from ``../shared/data``:
 - ``bug_duplicates.jsonl``: 3,579 long bug reports (``text``), gold ``label`` = the duplicate
   group (most reports have no duplicate and are a group of their own).
 
-Each set is embedded once with :class:`feedback_insights.embedding.MiniLMEmbedder`
+Each set is embedded once with :class:`feedback_insights.clusters.MiniLMEmbedder` (the torch path)
 (all-MiniLM-L6-v2) and every method clusters the same vectors. The embeddings are cached as
 ``benchmarks/.cache/<set>-<hash of the texts>.npy`` (the folder ignores itself for git), so
 only the first run pays the embedding (~3 min for the bug reports, ~1.5 min for hwu64, ~15 s
@@ -86,7 +86,7 @@ from sklearn.cluster import KMeans
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from metrics import scores
 
-from feedback_insights.clusters import MiniLMEmbedder, cluster, cluster_inputs, place
+from feedback_insights.clusters import Embedder, MiniLMEmbedder, cluster, cluster_inputs, place
 from feedback_insights.config import ClusteringConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,17 +125,20 @@ def read(name: str, keep: Callable[[dict], bool] = lambda row: True) -> tuple[li
     return [row["text"] for row in rows], [row["label"] for row in rows]
 
 
-def embed(name: str, texts: list[str], console: Console) -> np.ndarray:
-    """MiniLM vectors of ``texts``, from the cache when these exact texts were embedded before."""
-    digest = hashlib.sha256(json.dumps([MiniLMEmbedder.model_id, texts]).encode()).hexdigest()[:16]
+def embed(name: str, texts: list[str], console: Console | None = None, embedder: Embedder | None = None) -> np.ndarray:
+    """The vectors of ``texts`` (default: the torch path's, the reference every method here
+    shares), from the cache when that model embedded these exact texts before."""
+    embedder = embedder or MiniLMEmbedder()
+    digest = hashlib.sha256(json.dumps([embedder.model_id, texts]).encode()).hexdigest()[:16]
     path = CACHE / f"{name}-{digest}.npy"
     if path.exists():
         return np.load(path)
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / ".gitignore").write_text("*\n")
     start = time.perf_counter()
-    vectors = MiniLMEmbedder().encode(texts)
-    console.print(f"embedded {len(texts):,} {name} texts in {time.perf_counter() - start:.0f} s")
+    vectors = embedder.encode(texts)
+    if console:
+        console.print(f"embedded {len(texts):,} {name} texts in {time.perf_counter() - start:.0f} s")
     np.save(path, vectors)
     return vectors
 

@@ -27,10 +27,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The browser tests run last. Playwright's sync API keeps an event loop running in the main
+    thread from its first test to the end of the session, and ``asyncio.run`` (the MCP client,
+    the SMTP tests) refuses to start under a running loop."""
+    items.sort(key=lambda item: "playwright" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     """pytest-playwright's browser is Debian's chromium, never a downloaded one; and no page
-    may reach the network (every host name fails to resolve; 127.0.0.1 is not a name)."""
+    may reach the network: every host fails to resolve, IP literals included, but ``localhost``
+    (so the tests' own servers are reached as ``http://localhost:PORT``)."""
     chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
     if not shutil.which(chromium):
         pytest.fail(f"{chromium} is missing: install Debian's chromium (apt-get install -y chromium)")
@@ -81,10 +89,12 @@ def afp_record() -> dict:
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The real packaged model, loaded once per test session (the import alone costs ~10 s)."""
-    from feedback_insights.clusters import MiniLMEmbedder
+    """The real packaged model on the default backend (ONNX Runtime), loaded once per test
+    session (the imports alone cost ~10 s); exported once into ~/.cache/feedback-insights/onnx."""
+    from feedback_insights.clusters import embedder_for
+    from feedback_insights.config import EmbeddingConfig
 
-    return MiniLMEmbedder()
+    return embedder_for(EmbeddingConfig())
 
 
 @pytest.fixture(scope="session")

@@ -76,8 +76,10 @@ def _handler(fake: LLMFake) -> type[BaseHTTPRequestHandler]:
             if self.path != "/v1/chat/completions":
                 self._send(404, {"error": {"message": "not found"}})
                 return
-            if self.headers.get("authorization") != f"Bearer {API_KEY}":
-                self._send(401, {"error": {"message": "invalid api key"}})
+            if (presented := self.headers.get("authorization", "")) != f"Bearer {API_KEY}":
+                # OpenAI's answer, which quotes (part of) the key presented in its message.
+                self._send(401, {"error": {"message": f"Incorrect API key provided: {presented[7:]}.",
+                                           "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}})
                 return
             kind, value = fake._next(body)
             if kind == "hang":

@@ -1,17 +1,26 @@
-"""The headless-Chromium harness (tests/browser.py) proven on small pages written here.
+"""The digest in a real Chromium (Playwright driving Debian's chromium: conftest.py), and the
+layout measurement it is judged by (tests/page_layout.py) proven on small pages written here.
 
-No skips: without Chromium every rendering test fails with render()'s RuntimeError, which says
-how to install it.
+Screenshots of the digest at 1280 and 390 px stay in tests/artifacts/.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page
 
-from .browser import png_size, render
+from feedback_insights.config import embedded_default
+from feedback_insights.digest import Week, build, render
+from feedback_insights.drafts import draft_clusters
+from feedback_insights.warehouse import Warehouse
+
+from .conftest import REPO, sample_copy
+from .page_layout import measure, png_size
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+WEEK = Week.parse("2026-W47")
 
 
 def write_page(path: Path, body: str, head: str = "") -> Path:
@@ -59,109 +68,87 @@ FITTING = {
 
 
 @pytest.mark.parametrize("width", [390, 1280])
-def test_fitting_page_has_no_overflow_two_charts_and_a_full_page_screenshot(
-    tmp_path: Path, width: int
-) -> None:
-    page = write_page(tmp_path / "digest.html", FITTING["body"], FITTING["head"])
+def test_fitting_page_has_no_overflow_two_charts_and_a_full_page_screenshot(page: Page, tmp_path: Path, width: int) -> None:
+    html = write_page(tmp_path / "digest.html", FITTING["body"], FITTING["head"])
     shot = tmp_path / f"digest-{width}.png"
 
-    layout = render(page, width, screenshot=shot)
+    layout = measure(page, html, width, screenshot=shot)
 
     assert layout.width == width
     assert layout.overflowing == []
     assert layout.document_width == width
     assert layout.svg_count == 2
-    assert layout.remote_resources == []
+    assert layout.requests == []
     assert layout.scripts == 0
-    assert layout.document_height > 1000  # taller than the 800-px measuring viewport
+    assert layout.document_height > 1000  # taller than the 800-px viewport
     assert png_size(shot) == (width, layout.document_height)
 
 
-def test_wide_table_overflows_a_phone_but_fits_a_wider_viewport(tmp_path: Path) -> None:
-    page = write_page(
-        tmp_path / "wide.html",
-        '<table id="big" class="data" style="width:2000px"><tr><td>a</td><td>b</td></tr></table>',
-    )
+def test_wide_table_overflows_a_phone_but_fits_a_wider_viewport(page: Page, tmp_path: Path) -> None:
+    html = write_page(tmp_path / "wide.html",
+                      '<table id="big" class="data" style="width:2000px"><tr><td>a</td><td>b</td></tr></table>')
 
-    narrow = render(page, 390)
-    assert narrow.overflowing, narrow
-    assert any(entry.startswith("table#big.data right=") for entry in narrow.overflowing)
+    narrow = measure(page, html, 390)
+    assert any(entry.startswith("table#big.data right=") for entry in narrow.overflowing), narrow
     assert narrow.document_width > 390
 
-    wide = render(page, 2400)
+    wide = measure(page, html, 2400)
     assert wide.overflowing == []
     assert wide.document_width == 2400
 
 
-def test_long_unbreakable_word_fits_only_where_it_may_wrap(tmp_path: Path) -> None:
+def test_long_unbreakable_word_fits_only_where_it_may_wrap(page: Page, tmp_path: Path) -> None:
     word = "supercalifragilistic" * 15
-    wrapping = write_page(
-        tmp_path / "wrap.html", f'<div style="overflow-wrap:anywhere"><p>{word}</p></div>'
-    )
-    layout = render(wrapping, 390)
+    wrapping = write_page(tmp_path / "wrap.html", f'<div style="overflow-wrap:anywhere"><p>{word}</p></div>')
+    layout = measure(page, wrapping, 390)
     assert layout.overflowing == []
     assert layout.document_width == 390
 
     # The control: without overflow-wrap the word sticks out of its paragraph, whose own box
     # still fits, so only the text check catches it.
     plain = write_page(tmp_path / "plain.html", f'<div><p id="word">{word}</p></div>')
-    layout = render(plain, 390)
+    layout = measure(page, plain, 390)
     assert any(entry.startswith("p#word (text) right=") for entry in layout.overflowing)
     assert layout.document_width > 390
 
 
-def test_remote_resources_and_scripts_are_reported(tmp_path: Path) -> None:
-    page = write_page(
+def test_requests_and_scripts_are_reported(page: Page, tmp_path: Path) -> None:
+    html = write_page(
         tmp_path / "remote.html",
         '<img src="https://example.com/x.png" alt="" width="10" height="10">\n'
-        '<img src="inline-relative.png" alt="">\n'
         "<script>document.body.dataset.ran = 'yes';</script>",
-        head='<link rel="stylesheet" href="//cdn.example.com/site.css">',
+        head='<link rel="stylesheet" href="http://cdn.example.com/site.css">',
     )
 
-    layout = render(page, 390)
+    layout = measure(page, html, 390)
 
-    assert layout.remote_resources == [
-        "//cdn.example.com/site.css",
-        "https://example.com/x.png",
-    ]
-    assert layout.scripts == 1  # the page's own, not the measuring script injected by render()
+    assert sorted(layout.requests) == ["http://cdn.example.com/site.css", "https://example.com/x.png"]
+    assert layout.scripts == 1
+    assert (layout.images, layout.images_drawn) == (1, 0)  # no host resolves: nothing came back
 
 
-def test_missing_chromium_says_how_to_install_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CHROMIUM", str(tmp_path / "no-such-chromium"))
-    page = write_page(tmp_path / "page.html", "<p>hello</p>")
-    with pytest.raises(RuntimeError, match="apt-get install -y chromium"):
-        render(page, 390)
+@pytest.fixture(scope="module")
+def digest_page(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The drafted sample's digest of 2026-W47 as its HTML file, and the charts it draws."""
+    path = sample_copy(clustered_sample, tmp_path_factory.mktemp("digest-browser"))
+    with Warehouse(path) as wh:
+        draft_clusters(embedded_default(path), wh)
+        digest = build(wh, WEEK, desk_url="https://desk.example")
+    digest.top_problems[0]["quote"] = "x" * 400 + ' <img src="https://evil.example/p.png"> <script>alert(1)</script>'
+    ARTIFACTS.mkdir(exist_ok=True)
+    html = ARTIFACTS / f"digest-{WEEK}.html"
+    html.write_text(render(digest, "html"), encoding="utf-8")
+    return html, len(digest.cards) + 2
 
 
-def test_failing_chromium_reports_its_stderr(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake = tmp_path / "chromium"
-    fake.write_text("#!/bin/sh\necho 'cannot open display: boom' >&2\nexit 3\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("CHROMIUM", str(fake))
-    page = write_page(tmp_path / "page.html", "<p>hello</p>")
-    with pytest.raises(RuntimeError, match=r"(?s)exit code 3.*cannot open display: boom"):
-        render(page, 390)
-
-
-def test_hanging_chromium_is_killed_at_the_timeout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake = tmp_path / "chromium"
-    pid_file = tmp_path / "child.pid"
-    fake.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("CHROMIUM", str(fake))
-    page = write_page(tmp_path / "page.html", "<p>hello</p>")
-    started = time.monotonic()
-    with pytest.raises(RuntimeError, match="timed out"):
-        render(page, 390, timeout=1)
-    assert time.monotonic() - started < 10
-    # The whole process group went with it: the child is gone or a zombie awaiting its reaper.
-    stat = Path(f"/proc/{pid_file.read_text().strip()}/stat")
-    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_digest_fits_a_desktop_and_a_phone(page: Page, digest_page: tuple[Path, int], width: int) -> None:
+    """Rendered by Debian's Chromium; an unbreakable 400-character quote wraps too."""
+    html, charts = digest_page
+    shot = ARTIFACTS / f"digest-{WEEK}-{width}px.png"
+    layout = measure(page, html, width, screenshot=shot)
+    assert layout.overflowing[:5] == [] and layout.document_width == width
+    assert layout.svg_count == charts
+    assert layout.requests == [] and layout.scripts == 0 and layout.images == 0
+    assert png_size(shot) == (width, layout.document_height)
+    assert page.get_by_text("accounts per week, oldest first:").count() == charts - 2  # the sparklines' figures, as text

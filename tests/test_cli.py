@@ -112,7 +112,12 @@ def test_a_config_error_names_the_key(tmp_path: Path) -> None:
     result = run_cli("ingest", "--config", str(config))
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {config}: ")
-    assert "sources.0.path: field required" in result.stderr or "ingest.batch_size" in result.stderr
+    # Every problem, each on its line: not the first one and "(and 1 more)".
+    assert result.stderr.splitlines() == [
+        f"error: {config}: 2 problems:",
+        "  ingest.batch_size: input should be greater than or equal to 1",
+        "  sources.0.path: field required",
+    ]
 
 
 def test_field_names_that_look_like_markup_are_printed_as_text(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from feedback_insights.clusters import (
     cluster_centroids,
     cluster_new_records,
     embedded_text,
+    rebuild,
     text_sql,
     to_matrix,
 )
@@ -153,6 +154,34 @@ def test_statements_are_embedded_cached_and_logged_by_hash(setup, embedder) -> N
         assert len(fake.requests) == 10
 
 
+def test_a_rebuild_embeds_with_the_statements_and_an_erasure_takes_a_statement_either_way(setup, embedder) -> None:
+    from feedback_insights.config import ClusteringConfig
+    from feedback_insights.warehouse import erase_records
+
+    config, _ = setup
+    with running_llm() as fake, Warehouse(config.warehouse.path) as wh:
+        fake.responder = answer
+        ingest(config, wh)
+        with cluster_assist(_llm(fake, ["statements"])) as assist:
+            cluster_new_records(wh, embedder, assist=assist)
+            rebuild(wh, embedder, ClusteringConfig(), "tester", assist=assist)
+        assert len(fake.requests) == 9  # the rebuild took every statement from the cache
+        embedded = {row[0] for row in wh.con.execute("SELECT embedded_sha256 FROM problem_statements").fetchall()}
+        members = {row[0] for row in wh.con.execute("SELECT text_sha256 FROM cluster_members WHERE view = 'reports'").fetchall()}
+        assert members == embedded
+        # Rebuilt without the model, every report is embedded as its bare text ...
+        rebuild(wh, embedder, ClusteringConfig(), "tester")
+        bare = wh.con.execute(
+            f"""SELECT bool_and(m.text_sha256 = sha256({text_sql('reports')})) FROM cluster_members m
+                JOIN records r ON r.collector = m.collector AND r.id = m.id WHERE m.view = 'reports'""").fetchone()
+        assert bare == (True,)
+        # ... and erasing a report still takes its statement with it.
+        (text,) = wh.con.execute(f"SELECT {text_sql('reports')} FROM records r WHERE id = 'g0'").fetchone()
+        erase_records(wh.con, [("drop", "g0")], "tester", "asked to")
+        left = {row[0] for row in wh.con.execute("SELECT text_sha256 FROM problem_statements").fetchall()}
+        assert hashlib.sha256(text.encode()).hexdigest() not in left and len(left) == 8
+
+
 def test_report_text_stays_inside_its_delimiters(setup, embedder) -> None:
     config, drop = setup
     write_jsonl(drop / "hostile.jsonl", [_afp("x0", INJECTION, "search_files")])
@@ -195,6 +224,24 @@ def test_names_are_tool_colon_symptom_and_recorded(setup, embedder) -> None:
             again.after_view(wh, embedder.model_id, "reports", set())
         assert len(fake.requests) == asked
         assert wh.con.execute("SELECT label FROM clusters WHERE id = ?", [clusters["g0"]]).fetchone() == (NAMES["glob"],)
+
+
+def test_names_asked_per_run_are_capped_largest_first(setup, embedder) -> None:
+    config, _ = setup
+    with running_llm() as fake, Warehouse(config.warehouse.path) as wh:
+        fake.responder = answer
+        ingest(config, wh)
+        with ChatClient(_llm(fake, ["names"])) as client:
+            assist = ClusterAssist(Assistant(client, ["names"]), max_names=1)
+            cluster_new_records(wh, embedder, assist=assist)
+            sizes = wh.con.execute(
+                """SELECT c.id, count(*) FROM clusters c JOIN cluster_members m ON m.cluster_id = c.id
+                   WHERE c.view = 'reports' GROUP BY c.id ORDER BY count(*) DESC, c.id""").fetchall()
+            named = [row[0] for row in wh.con.execute("SELECT cluster_id FROM cluster_names").fetchall()]
+            assert len(sizes) > 1 and named == [sizes[0][0]] and len(fake.requests) == 1
+            assert "names left for the next run" in assist.line()
+            assist.after_view(wh, embedder.model_id, "reports", set())  # the next run names the next one
+        assert len(wh.con.execute("SELECT cluster_id FROM cluster_names").fetchall()) == 2
 
 
 def test_a_name_out_of_form_keeps_the_phrase_name(setup, embedder) -> None:

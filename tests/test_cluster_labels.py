@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from feedback_insights.clusters import MiniLMEmbedder, describe
+from feedback_insights.clusters import Embedder, describe
 from feedback_insights.clusters._labels import NAME_CHARS, STOP_WORDS, candidate_phrases, mmr, name
 from feedback_insights.warehouse import Warehouse
 
@@ -64,10 +64,16 @@ def test_mmr_picks_what_is_near_the_centroid_but_not_already_said() -> None:
 class Counting:
     """The packaged model, counting the texts it is asked to encode."""
 
-    inner: MiniLMEmbedder
+    inner: Embedder
     encoded: list[str] = field(default_factory=list)
-    model_id: str = MiniLMEmbedder.model_id
-    dimensions: int = MiniLMEmbedder.dimensions
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
 
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         self.encoded.extend(texts)
@@ -86,7 +92,7 @@ def test_the_sample_clusters_are_named_by_phrases_with_their_tool(clustered_samp
         # Phrase vectors are cached as report texts are: describing again embeds nothing.
         counting = Counting(embedder)
         reports = {i for i, view, *_ in rows if view == "reports"}
-        describe(wh, MiniLMEmbedder.model_id, "reports", reports, counting)
+        describe(wh, embedder.model_id, "reports", reports, counting)
         assert counting.encoded == []
         again = dict(wh.con.execute("SELECT id, label FROM clusters WHERE id IN (SELECT unnest(?))", [list(reports)]).fetchall())
         assert again == {i: label for i, _, label, *_ in rows if i in reports}

@@ -146,3 +146,20 @@ def test_a_version_embeds_its_own_text() -> None:
     assert "the reply it is about" in VERSIONS["2"].text_sql("reports")
     assert f">= {MIN_WORDS} THEN" in VERSIONS["1"].text_sql("reports")
     assert VERSIONS["1"].text_sql("goals") == VERSIONS["2"].text_sql("goals")
+
+
+def test_each_version_runs_its_own_revision_of_the_steps() -> None:
+    """Version 1 keeps issue 17's code path, not only its numbers: the smoothing reach from the
+    median cluster (not the typical report's cluster, halved), so a corpus of many pairs beside
+    a few large clusters is not smoothed at all; version 2 reaches half of the cluster of 20."""
+    import numpy as np
+
+    from feedback_insights.clusters import smoothing_reach
+
+    first, second = VERSIONS["1"].settings, VERSIONS["2"].settings
+    assert (first.algorithm, second.algorithm) == (1, 2)
+    pairs_and_large = np.repeat(np.arange(23), [2] * 20 + [20, 25, 30])
+    assert smoothing_reach(pairs_and_large, 15, first) == 0  # the median cluster is a pair
+    assert smoothing_reach(pairs_and_large, 15, second) == 9
+    large = np.repeat(np.arange(3), [21, 25, 31])
+    assert smoothing_reach(large, 30, first) == 24 and smoothing_reach(large, 30, second) == 12

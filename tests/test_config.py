@@ -26,7 +26,7 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[warehouse]\npaht = "x"\n', "warehouse.paht: extra inputs are not permitted"),
+        ('[warehouse]\npaht = "x"\n', "warehouse.paht: unknown key (did you mean `path`?)"),
         ("[[sources]]\nname = \"a\"\nkind = \"files\"\n", "sources.0.path: field required"),
         ('[[sources]]\nname = "a"\nkind = "ftp"\npath = "x"\n', "sources.0: input tag 'ftp' found using 'kind' does not match"),
         ('[[sources]]\nname = "a"\nkind = "files"\npath = "x"\ndialect = "xml"\n', "sources.0.dialect: must be one of: auto, afp"),
@@ -59,6 +59,44 @@ def test_errors_name_the_file_and_key(tmp_path: Path, text: str, message: str) -
         load(path)
     assert str(error.value).startswith(f"{path}: ")
     assert message in str(error.value)
+
+
+def test_every_problem_is_listed_each_with_the_key_it_was_probably_meant_to_be(tmp_path: Path) -> None:
+    path = write(tmp_path, (
+        '[warehouse]\npaht = "x"\n\n[github]\ntoekn_env = "T"\nrepo = "a/b"\n\n'
+        '[llm]\nbase_url = "https://llm.example/v1"\nmodel = "m"\nulr = "x"\n\n'
+        '[[sources]]\nname = "c"\nkind = "http"\nulr = "https://c.example"\nkey_env = "K"\n\n[warehous]\n'
+    ))
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert str(error.value).splitlines() == [
+        f"{path}: 7 problems:",
+        "  warehouse.paht: unknown key (did you mean `path`?)",
+        "  llm.ulr: unknown key (did you mean `base_url`?)",  # a word of the key: base_url's url
+        "  github.toekn_env: unknown key (did you mean `token_env`?)",
+        "  github.repo: unknown key (did you mean `repos`?)",
+        "  sources.0.url: field required",
+        "  sources.0.ulr: unknown key (did you mean `url`?)",
+        "  warehous: unknown key (did you mean `warehouse`?)",
+    ]
+
+
+def test_an_unknown_key_nothing_resembles_gets_no_guess(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(write(tmp_path, '[digest]\nzzz = 1\n'))
+    assert str(error.value).endswith("digest.zzz: unknown key")
+
+
+@pytest.mark.parametrize("text", ['[source]\nname = "a"\nkind = "files"\npath = "x"\n',
+                                  '[[source]]\nname = "a"\nkind = "files"\npath = "x"\n',
+                                  '[sources]\nname = "a"\nkind = "files"\npath = "x"\n'])
+def test_a_source_written_as_a_table_is_explained(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    key = "sources" if text.startswith("[sources]") else "source"
+    assert str(error.value) == (f"{path}: {key}: [{key}] is not a section: sources are a list of tables, each "
+                                "written [[sources]] (two brackets), one per source")
 
 
 def test_relative_paths_are_relative_to_the_file(tmp_path: Path) -> None:

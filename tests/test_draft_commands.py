@@ -65,7 +65,7 @@ def test_review_from_the_command_line(workspace: Path) -> None:
     shown = run_cli("drafts", "show", one, cwd=workspace, env=_env())
     assert "status approved · labels agent-feedback, pagination" in shown.stdout
     assert "workaround: Retry with page_size=50" in shown.stdout
-    assert "<!-- feedback-insights:cluster=" in shown.stdout
+    assert "<!-- feedback-insights:cluster=" in run_cli("drafts", "show", one, "--raw", cwd=workspace, env=_env()).stdout
     assert "edited by maria" in shown.stdout and "approved by maria" in shown.stdout
     no_reason = run_cli("drafts", "reject", two, cwd=workspace, env=_env())
     assert no_reason.returncode == 2 and "--reason" in no_reason.stderr

@@ -126,8 +126,8 @@ def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
     # The schedules were left active: the next serve (or a server started on that home) fires them.
     from feedback_insights.flows import local_server
 
-    with local_server(tmp_path / ".prefect") as api:
-        deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=30).json()
+    with local_server(tmp_path / ".prefect") as server:
+        deployments = httpx.post(f"{server.api_url}/deployments/filter", json={}, timeout=30).json()
     assert sorted(d["name"] for d in deployments) == ["ingest", "insights", "publish", "weekly-digest"]
     assert not any(d["paused"] for d in deployments)
     assert all(schedule["active"] for d in deployments for schedule in d["schedules"])
@@ -177,3 +177,43 @@ def test_flows_on_one_warehouse_take_turns(tmp_path: Path) -> None:
         waited = time.monotonic() - start
     holder.wait(timeout=10)
     assert waited > 1.0
+
+
+def test_the_weekly_digest_is_sent_off_the_warehouse_turn(prefect, clustered_sample: Path, tmp_path: Path) -> None:
+    """The flow holds the warehouse to build and write the digest only: while the mail server
+    is being sent it, another process (the desk, a flow) takes the turn and opens the file."""
+    import socket
+
+    from aiosmtpd.controller import Controller
+
+    from feedback_insights.config import DigestConfig, EmailConfig
+    from feedback_insights.flows import FLOWS as flows
+    from feedback_insights.warehouse import Warehouse, exclusive
+
+    from .conftest import sample_copy
+
+    path = sample_copy(clustered_sample, tmp_path)
+    seen: list[int] = []
+
+    class Relay:
+        async def handle_DATA(self, server, session, envelope) -> str:  # noqa: N802 (aiosmtpd's name)
+            with exclusive(path, "the test", timeout=0), Warehouse(path) as wh:  # WarehouseBusy if the flow held it
+                seen.append(wh.con.execute("SELECT count(*) FROM records").fetchone()[0])
+            return "250 OK"
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    relay = Controller(Relay(), hostname="127.0.0.1", port=port)
+    relay.start()
+    try:
+        email = EmailConfig.model_validate({"host": "127.0.0.1", "port": port, "starttls": False,
+                                            "from": "digest@example.com", "to": ["pm@example.com"]})
+        config = embedded_default(path).model_copy(update={"digest": DigestConfig(folder=tmp_path / "out", email=email)})
+        digests = flows["weekly-digest"](config=str(_write_config(config, tmp_path)), week="2026-W47", retries=False)
+    finally:
+        relay.stop()
+    assert sorted(Path(p).name for p in digests) == ["digest-2026-W47.html", "digest-2026-W47.md"]
+    assert len(seen) == 1 and seen[0] > 400
+    with Warehouse(path) as wh:
+        assert wh.con.execute("SELECT week, channel FROM digest_sends").fetchall() == [("2026-W47", "email")]

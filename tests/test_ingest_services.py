@@ -147,3 +147,19 @@ def test_the_sample_s_bare_submissions_are_stored_with_their_service_at_the_clos
     assert {r for _, _, _, r in stored} == {SAMPLE_DELIVERED_AT} and nameless == [(0,)]
     # The newest report closes the sample's last Mon-Sun week: "this week" is that week.
     assert latest == SAMPLE_DELIVERED_AT and latest.weekday() == 6
+
+
+def test_a_source_s_service_and_fixed_time_have_limits(tmp_path: Path) -> None:
+    import pydantic
+    import pytest
+
+    def source(**fields: object) -> FileDropConfig:
+        return FileDropConfig(kind="files", name="drop", path=tmp_path, **fields)
+
+    assert source(service="s" * 128, service_by_tool={"GET /v1/*": "orbit-mcp"}).service == "s" * 128
+    for fields, said in (({"service": "s" * 129}, "at most 128 characters"),
+                         ({"service_by_tool": {"GET /v1/*": "s" * 5000}}, "at most 128 characters"),
+                         ({"service_by_tool": {"*" * 513: "orbit-mcp"}}, "at most 512 characters"),
+                         ({"received_at": "9999-01-01T00:00:00Z"}, "is in the future")):
+        with pytest.raises(pydantic.ValidationError, match=said):
+            source(**fields)

@@ -129,10 +129,12 @@ def test_server_errors_are_retried_and_a_dead_endpoint_falls_back(llm: LLMFake, 
 
 
 def test_a_refused_key_is_not_retried(llm: LLMFake, inputs: DraftInput, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FI_TEST_LLM_KEY", "wrong")
+    monkeypatch.setenv("FI_TEST_LLM_KEY", "sk-wrong-key-1234")
     with _client(llm) as client:
         draft = llm_draft(inputs, SETTINGS, client)
     assert "refused the request (401)" in draft.llm_error and len(draft.calls) == 1
+    # The error's identifiers are kept; its free text, which quotes the key, is not.
+    assert "invalid_api_key" in draft.llm_error and "sk-wrong" not in draft.llm_error
 
 
 def test_an_answer_steered_by_an_injection_is_published_inert(llm: LLMFake, inputs: DraftInput) -> None:

@@ -377,6 +377,31 @@ def _filed_pair(wh: Warehouse) -> tuple[dict, dict]:
     return pair[0], pair[1]
 
 
+def test_a_merged_away_issue_is_withdrawn_from_the_collectors(
+    github: GitHubFake, drafted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from feedback_insights.drafts import merge_clusters
+
+    session_db = shutil.copyfile(SAMPLE / "session.sqlite", tmp_path / "session.sqlite")
+    with running_collector(tmp_path) as collector, Warehouse(drafted) as wh:
+        config = _with_collector(drafted, github, collector, session_db, monkeypatch)
+        clients = {"sample": CollectorClient(collector.url, PIPELINE_KEY, retries=0)}
+        assert publish(config, wh, _tracker(config), clients).errors == []
+        survivor, other = _filed_pair(wh)
+        gone, kept = f"fi-cluster-{other['cluster_id']}", f"fi-cluster-{survivor['cluster_id']}"
+        assert {gone, kept} <= set(_known(collector))
+        merge_clusters(config, wh, survivor["cluster_id"], other["cluster_id"], "dana", "one problem")
+        run = publish(config, wh, _tracker(config), clients)
+        assert run.errors == [] and run.deliveries.withdrawn == 1 and "1 withdrawn" in run.line()
+        known = _known(collector)
+        members = [r for (r,) in wh.con.execute(
+            "SELECT id FROM cluster_members WHERE cluster_id = ? AND collector = 'sample' ORDER BY id",
+            [survivor["cluster_id"]]).fetchall()]
+        assert gone not in known and known[kept]["match"]["record_ids"] == members
+        again = publish(config, wh, _tracker(config), clients)
+        assert again.deliveries.withdrawn == 0 and again.deliveries.sent == 0  # withdrawn once
+
+
 def test_merging_two_filed_issues_closes_the_other_as_a_duplicate_once(github: GitHubFake, drafted: Path) -> None:
     from feedback_insights.drafts import history, merge_clusters
 

@@ -15,8 +15,8 @@ from ._app import UserError, app, err
 # Each module adds its commands to ``app``, in this order: the order data flows, which is the
 # order ``--help`` lists them in.
 # isort: off
-from . import _files, _ingest, _records, _clusters, _drafts, _publish, _digest, _flows  # noqa: F401, E402
-from . import _collector, _warehouse  # noqa: F401, E402
+from . import _files, _ingest, _records, _clusters, _embed, _drafts, _publish, _digest, _flows  # noqa: F401, E402
+from . import _collector, _warehouse, _desk  # noqa: F401, E402
 # isort: on
 
 __all__ = ["app", "main"]

@@ -7,26 +7,47 @@ that need them, so ``--help`` stays instant.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
+import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..warehouse import Warehouse
 
+
+def example(*commands: str) -> str:
+    """A command group's "Example:" epilog, its lines kept as written (click rewraps
+    paragraphs unless they start with ``\\b``)."""
+    return "Example:\n\n\b\n" + "\n".join(f"  feedback-insights {c}" for c in commands)
+
+
 app = typer.Typer(
     help="Turn feedback filed by AI agents into clustered demand, drafted issues and known_issue updates.",
+    epilog=example("run", "drafts list", "drafts approve 3 --by maria", "publish --dry-run"),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: rich markup would swallow the [llm] and [digest] the help names, and
+    # typer's rich panels show flags as "<bool>". Sub-apps inherit the mode.
+    rich_markup_mode=None,
 )
 
-err = Console(stderr=True, soft_wrap=True)
-out = Console()
+# No emoji codes: report text is printed through these, and rich would turn the
+# ":email:" of "[REDACTED:email:1]" into a picture of an envelope.
+err = Console(stderr=True, soft_wrap=True, emoji=False)
+out = Console(emoji=False)
+# A terminal gets lines wrapped at its width; a pipe or a log gets each line whole (rich
+# would otherwise cut it at 80 columns, mid-path). Tables and Markdown, which lay themselves
+# out in the width, are printed with soft_wrap=False.
+out.soft_wrap = not out.is_terminal
 
 ConfigOption = Annotated[
     Path | None,
@@ -43,10 +64,18 @@ class UserError(Exception):
 
 
 @app.callback()
-def _root(debug: Annotated[bool, typer.Option("--debug", help="Show stack traces on errors.")] = False) -> None:
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show stack traces on errors.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's INFO logs (run, serve).")] = False,
+) -> None:
     """Declares the global options. ``--debug`` is acted on by :func:`feedback_insights.cli.main`,
     which must know it before any command runs (to decide whether a failure prints one line or
-    the trace)."""
+    the trace). Without ``--verbose`` Prefect's console handler shows warnings and errors only:
+    its INFO lines repeat what the commands' summaries say. Its logs to the Prefect API (the
+    UI's flow-run pages) keep every level. Set here, before any command imports Prefect, and
+    inherited by the flow runs ``serve`` starts."""
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 def load_config(path: Path | None) -> Config:
@@ -58,13 +87,53 @@ def load_config(path: Path | None) -> Config:
 def in_warehouse(cfg: Config, action: Callable[[Warehouse], T], *refusals: type[Exception]) -> T:
     """``action(warehouse)`` on the configured warehouse; a refusal (an error the user can fix,
     e.g. an unknown id) becomes one line."""
-    from ..warehouse import Warehouse
-
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    with open_warehouse(cfg) as warehouse:
         try:
             return action(warehouse)
         except refusals as exc:
             raise UserError(str(exc)) from None
+
+
+@contextmanager
+def open_warehouse(cfg: Config) -> Iterator[Warehouse]:
+    """The configured warehouse, once the flow or command working on it is done: a person's
+    command waits its turn (up to ``[warehouse] lock_wait`` seconds, saying once what it waits
+    for) instead of failing on DuckDB's lock, and holds the lock for its own work."""
+    from ..warehouse import WarehouseBusy, open_when_free
+
+    try:
+        with open_when_free(cfg.warehouse.path, _command(), cfg.warehouse.lock_wait, _waiting(cfg)) as warehouse:
+            yield warehouse
+    except WarehouseBusy as exc:
+        raise UserError(f"{exc} ([warehouse] lock_wait sets how long to wait)") from None
+
+
+@contextmanager
+def warehouse_turn(cfg: Config) -> Iterator[None]:
+    """The warehouse's lock alone (as :func:`open_warehouse` takes it), for library calls that
+    open the file themselves (publishing, the digest, Parquet export)."""
+    from ..warehouse import WarehouseBusy, exclusive
+
+    try:
+        with exclusive(cfg.warehouse.path, _command(), cfg.warehouse.lock_wait, _waiting(cfg)):
+            yield
+    except WarehouseBusy as exc:
+        raise UserError(f"{exc} ([warehouse] lock_wait sets how long to wait)") from None
+
+
+def _waiting(cfg: Config) -> Callable[[str], None]:
+    def say(holder: str) -> None:
+        err.print(f"waiting for {escape(holder)} to finish with the warehouse… (up to {cfg.warehouse.lock_wait:g} s)",
+                  highlight=False)
+
+    return say
+
+
+def _command() -> str:
+    """This command as the lock file names it to whoever waits: ``feedback-insights drafts approve``."""
+    context = click.get_current_context(silent=True)
+    words = context.command_path.split()[1:] if context else []
+    return " ".join(["feedback-insights", *words])
 
 
 def actor(by: str | None) -> str:

@@ -10,14 +10,30 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from ._app import ByOption, ConfigOption, ReasonOption, UserError, actor, app, err, in_warehouse, load_config, out
+from ._app import (
+    ByOption,
+    ConfigOption,
+    ReasonOption,
+    UserError,
+    actor,
+    app,
+    err,
+    example,
+    in_warehouse,
+    load_config,
+    open_warehouse,
+    out,
+)
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..drafts import ChatClient, Correction
     from ..warehouse import Warehouse
 
-clusters_app = typer.Typer(help="Clusters of duplicate reports: demand, and maintainers' corrections.")
+clusters_app = typer.Typer(
+    help="Clusters of duplicate reports: demand, and maintainers' corrections.",
+    epilog=example("clusters list -n 10", "clusters show 4", "clusters merge 4 9 --reason 'same missing filter'"),
+)
 app.add_typer(clusters_app, name="clusters")
 
 ViewOption = Annotated[str, typer.Option("--view", help="reports | goals")]
@@ -66,21 +82,20 @@ def cluster_with_progress(cfg: Config) -> None:
     """The pipeline stage, with a progress bar over the texts being embedded."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-    from ..clusters import MiniLMEmbedder, cluster_assist, cluster_new_records
+    from ..clusters import cluster_assist, cluster_new_records, embedder_for
     from ..drafts import merge_clusters
-    from ..warehouse import Warehouse
 
     def merge(wh: Warehouse, into: int, other: int, actor: str, reason: str) -> None:
         """A merge the LLM judged right reaches the drafts as a maintainer's would."""
         merge_clusters(cfg, wh, into, other, actor, reason)
 
-    with Warehouse(cfg.warehouse.path) as warehouse, cluster_assist(cfg.llm, merge=merge) as assist, Progress(
+    with open_warehouse(cfg) as warehouse, cluster_assist(cfg.llm, merge=merge) as assist, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         console=err, transient=True,
     ) as progress:
         task = progress.add_task("embed + cluster", total=None)
         summary = cluster_new_records(
-            warehouse, MiniLMEmbedder(cfg.embedding), cfg.clustering,
+            warehouse, embedder_for(cfg.embedding), cfg.clustering,
             on_embed=lambda n: progress.advance(task, n),
             on_total=lambda n: progress.update(task, total=n, completed=0),
             assist=assist,
@@ -102,7 +117,7 @@ def cluster_file(
     config: ConfigOption = None,
 ) -> None:
     """Cluster a file with the pipeline's embedder and algorithm, without a warehouse."""
-    from ..clusters import InputError, MiniLMEmbedder, cluster_inputs, read_inputs, write_outputs
+    from ..clusters import InputError, cluster_inputs, embedder_for, read_inputs, write_outputs
 
     cfg = load_config(config)
     try:
@@ -110,7 +125,7 @@ def cluster_file(
     except InputError as exc:
         raise UserError(str(exc)) from None
     with err.status(f"embedding and clustering {inputs.height} texts"):
-        result = cluster_inputs(inputs, MiniLMEmbedder(cfg.embedding), cfg.clustering)
+        result = cluster_inputs(inputs, embedder_for(cfg.embedding), cfg.clustering)
     write_outputs(result, output)
     clustered = result.filter(result["cluster_id"].is_not_null())
     err.print(
@@ -147,7 +162,6 @@ def clusters_list(
 
     from ..clusters import VIEWS, demand
     from ..drafts import cluster_drafts
-    from ..warehouse import Warehouse
 
     if view not in VIEWS:
         raise UserError(f"--view must be one of: {', '.join(VIEWS)} (got {view!r})")
@@ -155,7 +169,7 @@ def clusters_list(
         raise UserError(f"--status must be one of: {', '.join(LISTED_STATUSES)} (got {status!r})")
     sources = source_filter(source)
     cfg = load_config(config)
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    with open_warehouse(cfg) as warehouse:
         frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days, sources=sources)
         drafts = cluster_drafts(warehouse)
     if frame.is_empty():
@@ -191,7 +205,7 @@ def clusters_list(
             str(row["accounts_this_week"]), str(row["accounts_last_week"]),
             str(row["reports"]), trend, f"{row['score']:.2f}",
         )
-    out.print(table)
+    out.print(table, soft_wrap=False)  # a table lays itself out in the width
 
 
 @clusters_app.command("show")
@@ -204,10 +218,9 @@ def clusters_show(
     dismissed ones marked, and left out of every figure)."""
     from ..clusters import demand
     from ..drafts import cluster_drafts
-    from ..warehouse import Warehouse
 
     cfg = load_config(config)
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    with open_warehouse(cfg) as warehouse:
         found = warehouse.con.execute(
             """SELECT view, status, merged_into, label, medoid_id, service, confidence,
                       coalesce(needs_review, false), config_version FROM clusters WHERE id = ?""", [cluster_id]
@@ -362,15 +375,16 @@ def clusters_rebuild(
     """Re-cluster every report with the configured clustering version (clustering.version,
     default the latest); clusters keep their id where their members overlap most, and their
     drafts follow as after a merge."""
-    from ..clusters import CorrectionError, MiniLMEmbedder, UnknownVersion
+    from ..clusters import CorrectionError, UnknownVersion, cluster_assist, embedder_for
     from ..drafts import ChatClient, rebuild_clusters
 
     cfg = load_config(config)
     client = ChatClient(cfg.llm) if cfg.llm else None
     try:
-        with err.status("re-clustering every report"):
+        with err.status("re-clustering every report"), cluster_assist(cfg.llm) as assist:  # [llm] statements
             result, done = in_warehouse(
-                cfg, lambda w: rebuild_clusters(cfg, w, MiniLMEmbedder(cfg.embedding), actor(by), dry_run, client),
+                cfg, lambda w: rebuild_clusters(cfg, w, embedder_for(cfg.embedding), actor(by), dry_run, client,
+                                                assist),
                 UnknownVersion, CorrectionError,
             )
     finally:

@@ -8,9 +8,12 @@ from typing import Annotated
 
 import typer
 
-from ._app import ConfigOption, UserError, app, load_config, out
+from ._app import ConfigOption, UserError, app, example, load_config, out
 
-collector_app = typer.Typer(help="The collector server agents and services send feedback to.")
+collector_app = typer.Typer(
+    help="The collector server agents and services send feedback to.",
+    epilog=example("collector hash-key \"$AGENT_KEY\"", "collector serve --port 8787"),
+)
 app.add_typer(collector_app, name="collector")
 
 

@@ -10,14 +10,29 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.markup import escape
 
-from ._app import ByOption, ConfigOption, UserError, actor, app, err, in_warehouse, load_config, out
+from ._app import (
+    ByOption,
+    ConfigOption,
+    UserError,
+    actor,
+    app,
+    err,
+    example,
+    in_warehouse,
+    load_config,
+    open_warehouse,
+    out,
+)
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..drafts import ChatClient
     from ..warehouse import Warehouse
 
-drafts_app = typer.Typer(help="Drafted issues: review them before they are filed.")
+drafts_app = typer.Typer(
+    help="Drafted issues: review them before they are filed.",
+    epilog=example("drafts list --status pending", "drafts show 3", "drafts approve 3 --by maria"),
+)
 app.add_typer(drafts_app, name="drafts")
 
 DraftId = Annotated[int, typer.Argument(help="The draft (feedback-insights drafts list).")]
@@ -33,11 +48,10 @@ def _chat_client(cfg: Config) -> ChatClient | None:
 def draft_with_progress(cfg: Config) -> None:
     """The pipeline stage: draft or redraft the clusters that crossed the threshold."""
     from ..drafts import draft_clusters
-    from ..warehouse import Warehouse
 
     client = _chat_client(cfg)
     try:
-        with Warehouse(cfg.warehouse.path) as warehouse, err.status("drafting issues") as status:
+        with open_warehouse(cfg) as warehouse, err.status("drafting issues") as status:
             run = draft_clusters(cfg, warehouse, client, on_draft=lambda c: status.update(f"drafted cluster {c}"))
     finally:
         if client:
@@ -78,16 +92,18 @@ def drafts_list(
         return
     week = next((r["week"] for r in rows if r["week"]), None)
     table = Table(title=f"{len(rows)} drafts", caption=f"this week: {week}, as of the newest report" if week else None)
-    for name in ("id", "cluster", "status", "accounts", "this wk", "reports"):
-        table.add_column(name, justify="left" if name == "status" else "right", no_wrap=True)
-    table.add_column("title / issue", overflow="fold", ratio=1)
+    for name in ("id", "cluster", "accounts", "this wk", "reports"):
+        table.add_column(name, justify="right", no_wrap=True)
+    # The status may wrap: kept on one line it took the width the ids and titles need.
+    table.add_column("status", overflow="fold", ratio=1)  # a third of the room left; the title two
+    table.add_column("title / issue", overflow="fold", ratio=2)
     for r in rows:
         status_text = (r["status"] + (f" ({r['known_status']})" if r["known_status"] else "")
                        + (" · edited" if r["edited"] else "") + (" · needs review" if r["needs_review"] else ""))
         title = r["title"] + (f"\n{r['issue_url']}" if r["issue_url"] else "") + (" (LLM)" if r["drafted_by"] == "llm" else "")
-        table.add_row(*(escape(str(c)) for c in (r["id"], r["cluster_id"], status_text, r["accounts"],
-                                                  r["accounts_this_week"], r["reports"], title)))
-    out.print(table)
+        table.add_row(*(escape(str(c)) for c in (r["id"], r["cluster_id"], r["accounts"], r["accounts_this_week"],
+                                                  r["reports"], status_text, title)))
+    out.print(table, soft_wrap=False)  # a table lays itself out in the width
 
 
 @drafts_app.command("create")
@@ -111,19 +127,33 @@ def drafts_create(
 
 
 @drafts_app.command("show")
-def drafts_show(draft_id: DraftId, config: ConfigOption = None) -> None:
-    """A draft's title, labels, workaround and body as it will be filed, then its history."""
+def drafts_show(
+    draft_id: DraftId,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the body as the Markdown that is filed, not rendered.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """A draft's title, labels, workaround and body as it will be filed, then its history. The
+    body is rendered as GitHub will show it (its neutralising escapes resolved, nothing in it
+    taken for terminal markup or an emoji code); --raw prints its Markdown."""
+    from rich.markdown import Markdown
+
     from ..drafts import get_draft, history
+    from ..drafts.neutralise import clean
 
     draft, actions = _review(lambda w: (get_draft(w, draft_id), history(w, draft_id)), load_config(config))
     out.print(f"[bold]{escape(draft['title'])}[/]", highlight=False)
-    out.print(f"status {draft['status']} · labels {', '.join(draft['labels'])} · drafted by {draft['drafted_by']}"
+    out.print(f"status {draft['status']} · labels {escape(', '.join(draft['labels']))} · drafted by {draft['drafted_by']}"
               + (f" · LLM fallback: {escape(draft['llm_error'])}" if draft["llm_error"] else ""), highlight=False)
     out.print(f"workaround: {escape(draft['workaround'] or '(none; drafts edit sets one)')}", highlight=False)
     if draft["issue_url"]:
-        out.print(f"issue: {draft['issue_url']} ({draft['known_status']})", highlight=False)
+        out.print(f"issue: {escape(draft['issue_url'])} ({draft['known_status']})", highlight=False)
     out.rule()
-    out.print(escape(draft["body"]), highlight=False, markup=False)
+    # A maintainer's edit is not neutralised: no control character reaches the terminal either way.
+    body = clean(draft["body"])
+    if raw:
+        out.print(body, highlight=False, markup=False)
+    else:  # laid out in the width, quotes and tables included, whatever the output is
+        out.print(Markdown(body, hyperlinks=False), soft_wrap=False)
     out.rule()
     for a in actions:
         out.print(f"{a['acted_at']:%Y-%m-%d %H:%M} {a['action']} by {escape(a['actor'])} {escape(a['detail'] or '')}", highlight=False)

@@ -1,13 +1,22 @@
 """The orchestrating commands: ``run`` (every flow once, in order) and ``serve`` (the flows on
-their schedules). Both import Prefect, so only they pay for it."""
+their schedules). Both import Prefect, so only they pay for it.
+
+Both are quiet: Prefect's console logs are at WARNING unless ``--verbose`` (see the root
+callback), and what happened is said once, in the command's own summary lines.
+"""
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._app import ConfigOption, app, load_config, out
+from rich.markup import escape
+
+from ._app import ConfigOption, UserError, app, err, load_config, open_warehouse, out
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -29,7 +38,6 @@ def run(config: ConfigOption = None) -> None:
     _prefect_home(cfg)
     from ..drafts import list_drafts
     from ..flows import FLOWS
-    from ..warehouse import Warehouse
 
     publishing = bool(cfg.github.repos or cfg.github.default_repo)
     cfg.check_secrets(publishing)
@@ -43,38 +51,51 @@ def run(config: ConfigOption = None) -> None:
         ("clusters", insights["reports"]), ("goal themes", insights["goals"]), ("drafts", insights["drafts"]),
         ("publish", published),
     ):
-        out.print(f"[bold]{stage}[/]: {line}", highlight=False)
-    with Warehouse(cfg.warehouse.path) as warehouse:
+        out.print(f"[bold]{stage}[/]: {escape(line)}", highlight=False)
+    with open_warehouse(cfg) as warehouse:
         pending = list_drafts(warehouse, "pending").height
     for digest in digests:
-        out.print(f"digest: {Path(digest).resolve()}", highlight=False)
+        out.print(f"digest: {Path(digest).resolve()}", highlight=False, markup=False)
     out.print(f"drafts: {pending} waiting for review · feedback-insights drafts list", highlight=False)
-    out.print(f"warehouse: {cfg.warehouse.path.resolve()}", highlight=False)
+    out.print(f"warehouse: {cfg.warehouse.path.resolve()}", highlight=False, markup=False)
 
 
 @app.command()
 def serve(config: ConfigOption = None) -> None:
     """Serve the four flows on their schedules (the flows section of the configuration) until
-    interrupted. Without PREFECT_API_URL a local Prefect server is started (SQLite under
-    .prefect beside the warehouse) and stopped afterwards; schedules are left active."""
+    interrupted. Without PREFECT_API_URL one local Prefect server is started (SQLite under
+    .prefect beside the warehouse) and stopped afterwards; schedules are left active. If that
+    server dies, serve stops too and says so (exit 2)."""
     cfg = load_config(config)
     cfg.check_secrets(bool(cfg.github.repos or cfg.github.default_repo))
     home = _prefect_home(cfg)
     path = str(Path(config).resolve()) if config else None
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ..flows import interrupted_if_gone, local_server, stop_on_signals
 
     if PREFECT_API_URL.value():  # the environment's or the active Prefect profile's
-        _serve(cfg, path)
+        with stop_on_signals():
+            _serve(cfg, path, PREFECT_API_URL.value(), None)
         return
-    from ..flows import local_server, stop_on_signals
 
-    with stop_on_signals(), local_server(home) as api_url:
-        os.environ["PREFECT_API_URL"] = api_url
-        out.print(f"Prefect server: {api_url.removesuffix('/api')} (PREFECT_HOME {home})", highlight=False)
-        _serve(cfg, path)
+    def report(line: str) -> None:
+        err.print(f"[red]error[/]: {escape(line)}", highlight=False)
+
+    with stop_on_signals(), local_server(home) as server:
+        # This process's Prefect client and the flow runs it starts both talk to this server:
+        # without the setting Prefect would start a second, temporary one for the deployments.
+        os.environ["PREFECT_API_URL"] = server.api_url
+        with temporary_settings({PREFECT_API_URL: server.api_url}), interrupted_if_gone(server, report):
+            out.print(f"Prefect server: {server.url} (PREFECT_HOME {home})", highlight=False, markup=False)
+            _serve(cfg, path, server.api_url, server.api_url)
+    if server.lost:
+        raise UserError(server.failure())
 
 
-def _serve(cfg: Config, path: str | None) -> None:
+def _serve(cfg: Config, path: str | None, api_url: str, hint_url: str | None) -> None:
+    """Serve the deployments until interrupted, having said how to trigger one by hand;
+    ``hint_url`` is the API the hint must name (None: the user's own setting already does)."""
     from prefect import serve as prefect_serve
     from prefect.deployments.runner import EntrypointType
 
@@ -87,7 +108,20 @@ def _serve(cfg: Config, path: str | None) -> None:
         )
         for name, flow in FLOWS.items()
     ]
-    try:
-        prefect_serve(*deployments, pause_on_shutdown=False)
-    except KeyboardInterrupt:
-        pass
+    names = [f"{flow.name}/{name}" for name, flow in FLOWS.items()]
+    out.print(f"serving {', '.join(names)} on {api_url} until interrupted (Ctrl-C)", highlight=False, markup=False)
+    prefix = f"PREFECT_API_URL={shlex.quote(hint_url)} " if hint_url else ""
+    out.print(f"trigger a run now: {prefix}{_prefect_command()} deployment run {names[0]}", highlight=False, markup=False)
+    prefect_serve(*deployments, pause_on_shutdown=False, print_starting_message=False)
+
+
+def _prefect_command() -> str:
+    """How to run this environment's ``prefect`` from a shell: by name when the shell finds
+    this one, else by its path (a virtualenv that is not activated)."""
+    mine = Path(sys.executable).with_name("prefect")
+    found = shutil.which("prefect")
+    if found and mine.exists() and Path(found).resolve() == mine.resolve():
+        return "prefect"
+    if mine.exists():
+        return shlex.quote(str(mine))
+    return f"{shlex.quote(sys.executable)} -m prefect"

@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from ._app import ConfigOption, UserError, app, err, load_config, out
+from ._app import ConfigOption, UserError, app, err, example, load_config, open_warehouse, out
 
 if TYPE_CHECKING:
     from ..config import Config
 
-quarantine_app = typer.Typer(help="Reports that failed validation, kept whole until a replay stores them.")
+quarantine_app = typer.Typer(
+    help="Reports that failed validation, kept whole until a replay stores them.",
+    epilog=example("quarantine list", "quarantine replay  # after fixing the configuration or the source"),
+)
 app.add_typer(quarantine_app, name="quarantine")
 
 
@@ -22,9 +25,8 @@ def ingest_with_progress(config: Config) -> None:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
     from ..ingest import ingest
-    from ..warehouse import Warehouse
 
-    with Warehouse(config.warehouse.path) as warehouse, Progress(
+    with open_warehouse(config) as warehouse, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed} items"),
         console=err, transient=True,
     ) as progress:
@@ -41,9 +43,8 @@ def score_with_progress(config: Config) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
     from ..signals import score_new_records
-    from ..warehouse import Warehouse
 
-    with Warehouse(config.warehouse.path) as warehouse, Progress(
+    with open_warehouse(config) as warehouse, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed} records"),
         console=err, transient=True,
     ) as progress:
@@ -76,10 +77,9 @@ def quarantine_list(
     from rich.table import Table
 
     from ..ingest import quarantine_entries
-    from ..warehouse import Warehouse
 
     cfg = load_config(config)
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    with open_warehouse(cfg) as warehouse:
         entries = quarantine_entries(warehouse, include_replayed=all_).to_dicts()
     if as_json:
         for e in entries:
@@ -98,7 +98,7 @@ def quarantine_list(
         where = f"{Path(e['source_uri'] or '').name} {e['position']}"
         label = f"{first['path']}: {first['message']}" if first["path"] else first["message"]
         table.add_row(*(escape(cell) for cell in (e["id"], e["collector"], where, e["dialect"] or "?", e["status"], label + more)))
-    out.print(table)
+    out.print(table, soft_wrap=False)  # a table lays itself out in the width
 
 
 @quarantine_app.command("replay")
@@ -108,10 +108,9 @@ def quarantine_replay(
 ) -> None:
     """Run quarantined reports through validation again and store the ones that now pass."""
     from ..ingest import replay
-    from ..warehouse import Warehouse
 
     cfg = load_config(config)
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    with open_warehouse(cfg) as warehouse:
         try:
             result = replay(cfg, warehouse, ids or None)
         except KeyError as exc:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ._app import ConfigOption, app, err, load_config, out
+from ._app import ConfigOption, app, err, load_config, out, warehouse_turn
 
 
 @app.command()
@@ -16,14 +16,17 @@ def publish(
     config: ConfigOption = None,
 ) -> None:
     """File approved drafts on GitHub (exactly once), read issue state back, send known_issue
-    updates to collectors and mark filed in-session rows."""
+    updates to collectors and mark filed in-session rows. --dry-run names the repository each
+    approved draft would be filed on, and what the run would skip or refuse (exit 1)."""
     from ..publish import publish_configured
 
-    with err.status("publishing"):
-        run = publish_configured(load_config(config), dry_run=dry_run)
+    cfg = load_config(config)
+    with warehouse_turn(cfg), err.status("publishing"):
+        run = publish_configured(cfg, dry_run=dry_run)
     for item in run.would_file:
-        out.print(f"[bold]would file[/] draft {item['draft']} on {item['repo'] or '(no repository mapped)'}: "
-                  f"{escape(item['title'])}  [labels: {escape(', '.join(item['labels']))}]", highlight=False)
+        labels = escape(f"[labels: {', '.join(item['labels'])}]")
+        out.print(f"[bold]would file[/] draft {item['draft']} on {item['repo']}: {escape(item['title'])}  {labels}",
+                  highlight=False)
     for draft_id, url in run.filed:
         out.print(f"filed draft {draft_id}: {url}", highlight=False)
     for line in run.skipped:

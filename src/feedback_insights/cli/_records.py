@@ -8,9 +8,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ._app import ByOption, ConfigOption, UserError, actor, app, err, load_config, out
+from ._app import ByOption, ConfigOption, UserError, actor, app, err, example, load_config, open_warehouse, out
 
-records_app = typer.Typer(help="Stored records: canonical fields, current status, cluster.")
+records_app = typer.Typer(
+    help="Stored records: canonical fields, current status, cluster.",
+    epilog=example("records show fb_01M454FQ9D76WV3X9GE6K4TWZ5", "records show sample:fb_01M454FQ9D76WV3X9GE6K4TWZ5 --json"),
+)
 app.add_typer(records_app, name="records")
 
 
@@ -24,10 +27,9 @@ def records_show(
     import orjson
 
     from ..clusters import find_records
-    from ..warehouse import Warehouse
 
     cfg = load_config(config)
-    with Warehouse(cfg.warehouse.path) as warehouse:
+    with open_warehouse(cfg) as warehouse:
         found = find_records(warehouse, record)
     if not found:
         err.print(f"no such record: {escape(record)}", highlight=False)
@@ -60,7 +62,6 @@ def forget(
     quoted them and, when GitHub is configured, rewrite the filed issues that still quote them."""
     from ..publish import IssueTracker, records_to_forget
     from ..publish import forget as forget_records
-    from ..warehouse import Warehouse
 
     if (record is None) == (account is None):
         raise UserError("give exactly one of --record and --account")
@@ -68,7 +69,7 @@ def forget(
     publishing = bool(cfg.github.repos or cfg.github.default_repo)
     tracker = IssueTracker(cfg.github, cfg.github.token()) if publishing else None
     try:
-        with Warehouse(cfg.warehouse.path) as warehouse:
+        with open_warehouse(cfg) as warehouse:
             keys = records_to_forget(cfg, warehouse, record=record, account=account)
             if not keys:
                 raise UserError(f"no such record: {record}" if record else "no records of that account")

@@ -7,9 +7,12 @@ from typing import Annotated
 
 import typer
 
-from ._app import ConfigOption, app, load_config, out
+from ._app import ConfigOption, app, example, load_config, out, warehouse_turn
 
-warehouse_app = typer.Typer(help="The DuckDB warehouse as Parquet files, for shared storage or another machine.")
+warehouse_app = typer.Typer(
+    help="The DuckDB warehouse as Parquet files, for shared storage or another machine.",
+    epilog=example("warehouse export parquet/", "warehouse import parquet/ --config other.toml"),
+)
 app.add_typer(warehouse_app, name="warehouse")
 
 
@@ -21,7 +24,8 @@ def warehouse_export(
     from ..warehouse import export_parquet
 
     cfg = load_config(config)
-    export_parquet(cfg.warehouse.path, folder)
+    with warehouse_turn(cfg):
+        export_parquet(cfg.warehouse.path, folder)
     out.print(f"exported {cfg.warehouse.path} → {folder}", highlight=False)
 
 
@@ -33,5 +37,6 @@ def warehouse_import(
     from ..warehouse import import_parquet
 
     cfg = load_config(config)
-    import_parquet(folder, cfg.warehouse.path)
+    with warehouse_turn(cfg):
+        import_parquet(folder, cfg.warehouse.path)
     out.print(f"imported {folder} → {cfg.warehouse.path}", highlight=False)

@@ -16,15 +16,17 @@ from ._assist import (
     Assistant,
     Evidence,
     Judgement,
+    StageAssist,
     borderline_pairs,
     cluster_centroids,
     embedded_text,
     typical,
 )
 from ._assist_store import ClusterAssist, cluster_assist, undo_merge
+from ._backends import embedder_for, members_model, packaged
 from ._confidence import RULE, ConfidenceRule, confidence
 from ._corrections import CorrectionError, Moved, Then, default_actor, merge, move, set_ignored, split
-from ._demand import demand, latest_report
+from ._demand import demand, latest_report, weeks
 from ._embedding import (
     TEXT_COMPOSITION,
     TURN_CONTEXT,
@@ -38,9 +40,10 @@ from ._embedding import (
     text_sql,
     to_matrix,
 )
-from ._file_mode import InputError, cluster_inputs, read_inputs, write_outputs
+from ._file_mode import InputError, cluster_inputs, embed_inputs, read_inputs, write_outputs, write_vectors
 from ._labels import key_terms, medoid
 from ._lookup import find_records
+from ._onnx import OnnxMiniLMEmbedder, exported_model
 from ._rebuild import Rebuild, rebuild
 from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_stale
 from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force
@@ -50,6 +53,7 @@ __all__ = [
     "MAX_PAIRS",
     "Assistant",
     "ClusterAssist",
+    "StageAssist",
     "Evidence",
     "Judgement",
     "LATEST",
@@ -66,6 +70,7 @@ __all__ = [
     "InputError",
     "MapShards",
     "MiniLMEmbedder",
+    "OnnxMiniLMEmbedder",
     "Moved",
     "Placement",
     "Rebuild",
@@ -84,7 +89,12 @@ __all__ = [
     "demand",
     "describe",
     "describe_stale",
+    "embed_inputs",
     "embed_with_cache",
+    "embedder_for",
+    "exported_model",
+    "members_model",
+    "packaged",
     "embedded_text",
     "find_records",
     "in_force",
@@ -108,5 +118,7 @@ __all__ = [
     "typical",
     "undo_merge",
     "unit",
+    "weeks",
     "write_outputs",
+    "write_vectors",
 ]

@@ -8,7 +8,8 @@ compilation per process, so neither is used directly. The steps:
    re-normalise: sentence embeddings share a large common direction (reports about one service
    all "look alike"); removing it lets one set of cosine thresholds hold across corpora.
 2. **Neighbours:** exact k-nearest neighbours (blocked matrix products) on a 64-d PCA
-   projection: cheap, and as good as 384-d for neighbour search.
+   projection: cheap, and as good as 384-d for neighbour search (approximate in a large
+   partition: see below).
 3. **HDBSCAN** (``hdbscan`` package, clusters of two allowed) on shared-nearest-neighbour
    distances (``1 − |N(i) ∩ N(j)| / (k + 1)``) over that sparse graph: density that adapts to
    the local scale. It yields pure fragments.
@@ -56,6 +57,24 @@ is left is clustered among itself (steps 2–9), together with the earlier left-
 near a new report (a new cluster must hold one). Members never move, so cluster ids are stable
 by construction. Defaults and their measured effect: README, "Clusters and demand";
 ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
+
+**Large partitions** (``approximate_from`` reports or more, 20,000 by default): every search
+for nearest rows above — the neighbour graph, smoothing, pairs, the nearest co-members and
+outsiders of the separation tests, the left-overs near a fresh report, a member's nearest in
+trimming a cluster of thousands — asks an HNSW index (:mod:`._neighbours`) for candidates and
+scores them exactly, and fragments merge by :func:`_merge_linked` (average linkage without
+its matrix of all pairs); the projection is fitted on a sample of :data:`PCA_SAMPLE` rows.
+The cost of one partition then grows near-linearly instead of with n² (at 50,000 reports
+the exact searches for nearest outsiders alone took 270 of 306 s). Below the threshold
+nothing changes: the labels of the benchmark corpora, all smaller, are those of the exact
+path; forcing the index on them moves BCubed F1 by at most 0.007
+(``benchmarks/cluster_scale.py``).
+
+**Revisions** (``settings.algorithm``; each clustering version names its own, so a warehouse
+clustered by an old version goes on clustering with that version's steps): revision 1 (issue 17)
+smooths towards one fewer neighbours than the median first-pass cluster has members, measured
+before the gate; gates smoothed clusters by all their pairs, as step 7; and has no step 9.
+Revision 2 (issue 18) is what the steps above describe.
 """
 
 from __future__ import annotations
@@ -149,6 +168,11 @@ def _around_fresh(
     old_vectors = torch.from_numpy(np.ascontiguousarray(vectors[old], dtype=np.float32))
     reach = min(2 * settings.neighbours, len(old))
     near = np.zeros(len(old), dtype=bool)
+    if len(old) >= settings.approximate_from:
+        from ._neighbours import nearest
+
+        near[nearest(vectors[old], vectors[rest[is_fresh]], reach)] = True
+        return np.sort(np.concatenate([rest[is_fresh], old[near]])), old[~near]
     for start in range(0, len(new_vectors), block):
         scores = new_vectors[start : start + block] @ old_vectors.T
         near[torch.topk(scores, reach, dim=1).indices.numpy().ravel()] = True
@@ -181,7 +205,8 @@ def _gate_joins(
     if reach:  # the clusters were cut and gated on smoothed vectors (step 8): judge them there too
         everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
         vectors, outsiders, gate = everything[: len(vectors)], everything[len(vectors) :], _smoothed_gate(settings)
-    ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders, bool(reach))
+    ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders,
+                        bool(reach) and settings.algorithm >= 2)
     refused = ids[loose & ~np.isin(ids, curated if curated is not None else [])]
     joins = joins.copy()
     joins[joined[np.isin(joins[joined], refused)]] = -1
@@ -215,21 +240,24 @@ def cluster_centred(vectors: np.ndarray, settings: ClusteringConfig, outsiders: 
     k = min(settings.neighbours, max(2, round(np.sqrt(n))))
     # Identical rows are found before the projection, which may round them apart.
     _, twins = np.unique(vectors, axis=0, return_inverse=True)
-    neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), k, twins=twins)
-    labels = _dissolve_loose(vectors, _cut(vectors, vectors, neighbours, settings, settings.merge_similarity), settings, outsiders)
+    neighbours, sims = nearest_neighbours(_project(vectors, settings), k, twins=twins, approximate_from=settings.approximate_from)
+    labels = _cut(vectors, vectors, neighbours, settings, settings.merge_similarity)
+    if settings.algorithm >= 2:  # the reach is read from the clusters that passed the gate
+        labels = _dissolve_loose(vectors, labels, settings, outsiders)
     reach = smoothing_reach(labels, k, settings)
     if reach == 0:
-        return _renumber(labels)
+        return _renumber(labels if settings.algorithm >= 2 else _dissolve_loose(vectors, labels, settings, outsiders))
     smoothed_outsiders = outsiders
     if outsiders is not None and len(outsiders):  # smoothed among everything in view, as in one run
         everything = smooth(np.vstack([vectors, outsiders]), reach, settings)
         smoothed, smoothed_outsiders = everything[:n], everything[n:]
     else:
         smoothed = _smooth_along(vectors, neighbours[:, :reach], sims[:, :reach], settings)
-    neighbours, _ = nearest_neighbours(_reduce(smoothed, settings.pca_dimensions), k, twins=twins)
+    neighbours, _ = nearest_neighbours(_project(smoothed, settings), k, twins=twins, approximate_from=settings.approximate_from)
     labels = _cut(vectors, smoothed, neighbours, settings, settings.smoothed_merge_similarity)
-    labels = _dissolve_loose(smoothed, labels, _smoothed_gate(settings), smoothed_outsiders, smoothed=True)
-    return _renumber(_recheck_members(vectors, labels, settings, outsiders))
+    revised = settings.algorithm >= 2
+    labels = _dissolve_loose(smoothed, labels, _smoothed_gate(settings), smoothed_outsiders, smoothed=revised)
+    return _renumber(_recheck_members(vectors, labels, settings, outsiders) if revised else labels)
 
 
 def _cut(
@@ -244,7 +272,7 @@ def _cut(
     fragments = _hdbscan(distances, settings, n, single=False)
     if (fragments >= 0).sum() == 0:  # nothing splits: the whole set may be one problem; the gates judge it
         fragments = _hdbscan(distances, settings, n, single=True)
-    labels = _merge_fragments(space, fragments, merge)
+    labels = _merge_fragments(space, fragments, merge, approximate=n >= settings.approximate_from)
     labels = _trim(vectors, _attach(vectors, labels, settings), settings)
     return _trim(vectors, _attach(vectors, _pair_up(vectors, labels, settings), settings), settings)
 
@@ -261,7 +289,12 @@ def smoothing_reach(labels: np.ndarray, k: int, settings: ClusteringConfig) -> i
     not all: with as many neighbours as a cluster has members, two close problems of thirty
     reports each (clinc150's "calendar" and "calendar update") were averaged into one."""
     _, sizes = np.unique(labels[labels >= 0], return_counts=True)  # labels may be any ids
-    reach = min(k, (int(np.median(np.repeat(sizes, sizes))) - 1) // 2) if len(sizes) else 0
+    if not len(sizes):
+        return 0
+    if settings.algorithm == 1:  # revision 1: the median cluster, all of it
+        reach = min(k, int(np.median(sizes)) - 1)
+    else:
+        reach = min(k, (int(np.median(np.repeat(sizes, sizes))) - 1) // 2)
     return reach if reach >= settings.smooth_from else 0
 
 
@@ -269,7 +302,7 @@ def smooth(vectors: np.ndarray, reach: int, settings: ClusteringConfig) -> np.nd
     """``vectors`` each pulled towards its ``reach`` nearest neighbours (step 8)."""
     reach = min(reach, len(vectors) - 1)
     _, twins = np.unique(vectors, axis=0, return_inverse=True)
-    neighbours, sims = nearest_neighbours(_reduce(vectors, settings.pca_dimensions), reach, twins=twins)
+    neighbours, sims = nearest_neighbours(_project(vectors, settings), reach, twins=twins, approximate_from=settings.approximate_from)
     return _smooth_along(vectors, neighbours, sims, settings)
 
 
@@ -309,7 +342,9 @@ def _recheck_members(
     for _ in range(rounds):
         if not (labels >= 0).any():
             break
-        inside, outside = _inside_outside_similarity(vectors, labels, outsiders, within=True)
+        inside, outside = _inside_outside_similarity(
+            vectors, labels, outsiders, within=True, approximate_from=settings.approximate_from
+        )
         stray = (labels >= 0) & (inside - outside < settings.member_separation)
         if not stray.any():
             break
@@ -334,7 +369,7 @@ def _pair_up(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig
     left = np.flatnonzero(labels < 0)
     if len(left) < 2 or settings.min_cluster_size > 2:
         return labels
-    nearest, sims = nearest_neighbours(vectors[left], 1)
+    nearest, sims = nearest_neighbours(vectors[left], 1, approximate_from=settings.approximate_from)
     nearest, sims = nearest[:, 0], sims[:, 0]
     mutual = (nearest[nearest] == np.arange(len(left))) & (np.arange(len(left)) < nearest)
     alike = sims >= max(settings.join_nearest, settings.join_centroid, settings.min_cohesion)
@@ -404,7 +439,7 @@ def assign(vectors: np.ndarray, members: np.ndarray, labels: np.ndarray, setting
 
 
 def nearest_neighbours(
-    vectors: np.ndarray, k: int, block: int = 4096, twins: np.ndarray | None = None
+    vectors: np.ndarray, k: int, block: int = 4096, twins: np.ndarray | None = None, approximate_from: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine k-nearest neighbours (self excluded) of unit vectors: indices and similarities.
 
@@ -413,36 +448,55 @@ def nearest_neighbours(
     thread would cluster differently from the flow's process. So identical rows are found
     first (``twins``: a group id per row, when the caller knows them from before a projection
     that may round them apart) and take each other, in row order, as their nearest neighbours;
-    the rest come from the neighbours of one row per group."""
+    the rest come from the neighbours of one row per group. From ``approximate_from`` distinct
+    rows on, those come from an approximate index (:mod:`._neighbours`)."""
     if twins is None:
         _, twins = np.unique(vectors, axis=0, return_inverse=True)
     twins = np.asarray(twins).ravel()
     sizes = np.bincount(twins)
     if sizes.max() == 1:
-        return _topk(vectors, k, block)
-    _, firsts = np.unique(twins, return_index=True)
-    rows_of = np.split(np.argsort(twins, kind="stable"), np.cumsum(sizes)[:-1])
+        return _topk(vectors, k, block, approximate_from)
+    order = np.argsort(twins, kind="stable")  # the rows of each group, in row order, group after group
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    firsts = order[starts]
     if len(firsts) > 1:
-        group_neighbours, group_sims = _topk(vectors[firsts], min(k, len(firsts) - 1), block)
+        group_neighbours, group_sims = _topk(vectors[firsts], min(k, len(firsts) - 1), block, approximate_from)
     else:
         group_neighbours, group_sims = np.empty((1, 0), np.int64), np.empty((1, 0), np.float32)
-    n = len(vectors)
-    indices = np.empty((n, k), dtype=np.int64)
-    sims = np.empty((n, k), dtype=np.float32)
-    for row, group in enumerate(twins):
-        own = rows_of[group][rows_of[group] != row]
-        found = np.concatenate([own, *(rows_of[g] for g in group_neighbours[group])])[:k]
-        scores = np.concatenate([np.ones(len(own), np.float32), *(
-            np.full(sizes[g], s, np.float32) for g, s in zip(group_neighbours[group], group_sims[group], strict=True)
-        )])[:k]
-        indices[row, : len(found)], sims[row, : len(found)] = found, scores
-        indices[row, len(found) :], sims[row, len(found) :] = found[-1], scores[-1]  # fewer than k others exist
+    # What every row of a group sees after its twins: the rows of the group's nearest groups, the
+    # first k of each (no row needs more), as one (groups, k) table.
+    taken = np.minimum(sizes[group_neighbours], k)
+    flat = taken.ravel()
+    offsets = np.arange(flat.sum()) - np.repeat(np.cumsum(flat) - flat, flat)
+    found = order[np.repeat(starts[group_neighbours].ravel(), flat) + offsets]
+    scores = np.repeat(group_sims.ravel(), flat)
+    per_group = taken.sum(axis=1)
+    begins = np.cumsum(per_group) - per_group
+    at = np.minimum(np.arange(k)[None, :], np.maximum(per_group[:, None] - 1, 0)) + begins[:, None]
+    if len(found) == 0:  # one group: only twins
+        found, scores, at = np.zeros(1, np.int64), np.ones(1, np.float32), np.zeros((len(sizes), k), np.int64)
+    indices, sims = found[at][twins], scores[at][twins].astype(np.float32)
+    # Rows with twins take them first (in row order), then their group's list; fewer than k
+    # others in all repeats the last. One step per group of identical rows, not per row.
+    for group in np.flatnonzero(sizes > 1):
+        rows = order[starts[group] : starts[group] + sizes[group]]
+        m = len(rows)
+        twins_of = np.broadcast_to(rows, (m, m))[~np.eye(m, dtype=bool)].reshape(m, m - 1)
+        listed = np.hstack([twins_of, indices[rows]])[:, :k]
+        listed_sims = np.hstack([np.ones((m, m - 1), np.float32), sims[rows]])[:, :k]
+        if per_group[group] == 0 and m - 1 < k:  # no other group: the last twin repeats
+            listed[:, m - 1 :], listed_sims[:, m - 1 :] = listed[:, m - 2 : m - 1], 1.0
+        indices[rows], sims[rows] = listed, listed_sims
     return indices, sims
 
 
-def _topk(vectors: np.ndarray, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+def _topk(vectors: np.ndarray, k: int, block: int, approximate_from: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Blocked matrix products with ``torch.topk`` (numpy's argpartition was twice the whole
-    clustering time at 50k points)."""
+    clustering time at 50k points); an approximate index from ``approximate_from`` rows on."""
+    if approximate_from is not None and len(vectors) >= approximate_from:
+        from ._neighbours import knn
+
+        return knn(vectors, k)
     import torch
 
     matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
@@ -459,12 +513,30 @@ def _topk(vectors: np.ndarray, k: int, block: int) -> tuple[np.ndarray, np.ndarr
     return indices, sims
 
 
-def _reduce(vectors: np.ndarray, dimensions: int) -> np.ndarray:
+def _reduce(vectors: np.ndarray, dimensions: int, fit_on: int | None = None) -> np.ndarray:
+    """The PCA projection of ``vectors``, fitted on every row or, beyond ``fit_on`` rows, on
+    an even sample of that many (the approximate path: the directions of 20,000 reports are
+    those of 400,000, at a twentieth of the cost)."""
     if dimensions >= vectors.shape[1] or dimensions >= len(vectors):
         return vectors
     from sklearn.decomposition import PCA
 
-    return unit(PCA(dimensions, svd_solver="randomized", random_state=0).fit_transform(vectors).astype(np.float32))
+    pca = PCA(dimensions, svd_solver="randomized", random_state=0)
+    sample = None if fit_on is None else max(fit_on, 4 * dimensions)
+    if sample is None or len(vectors) <= sample:
+        return unit(pca.fit_transform(vectors).astype(np.float32))
+    pca.fit(vectors[:: -(-len(vectors) // sample)])
+    return unit(pca.transform(vectors).astype(np.float32))
+
+
+#: Rows the projection is fitted on in a partition of ``approximate_from`` reports or more.
+PCA_SAMPLE = 20_000
+
+
+def _project(vectors: np.ndarray, settings: ClusteringConfig) -> np.ndarray:
+    """Step 2's projection; fitted on a sample of :data:`PCA_SAMPLE` rows in a large partition."""
+    large = len(vectors) >= settings.approximate_from
+    return _reduce(vectors, settings.pca_dimensions, fit_on=PCA_SAMPLE if large else None)
 
 
 def _snn_distances(neighbours: np.ndarray) -> sp.csr_matrix:
@@ -502,21 +574,87 @@ def _centroids(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
     return ids, unit(sums).astype(np.float32)
 
 
-def _merge_fragments(vectors: np.ndarray, fragments: np.ndarray, similarity: float) -> np.ndarray:
+def _merge_fragments(
+    vectors: np.ndarray, fragments: np.ndarray, similarity: float, approximate: bool = False
+) -> np.ndarray:
     ids, centroids = _centroids(vectors, fragments)
     if len(ids) < 2:
         return fragments.astype(np.int64)
-    from scipy.cluster.hierarchy import fcluster, linkage
-
-    merged = fcluster(linkage(centroids, method="average", metric="cosine"), 1 - similarity, criterion="distance")
+    if approximate:
+        merged = _merge_linked(centroids, similarity)
+    else:
+        merged = _average_linkage(centroids, similarity)
     mapping = np.full(fragments.max() + 1, -1, dtype=np.int64)
     mapping[ids] = merged - 1
     return np.where(fragments >= 0, mapping[np.maximum(fragments, 0)], -1)
 
 
+def _average_linkage(centroids: np.ndarray, similarity: float) -> np.ndarray:
+    """Flat clusters ``1 .. m`` of average linkage on cosine distance, cut at ``1 − similarity``."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    return fcluster(linkage(centroids, method="average", metric="cosine"), 1 - similarity, criterion="distance")
+
+
+def _merge_linked(centroids: np.ndarray, similarity: float, reach: int = 32) -> np.ndarray:
+    """:func:`_average_linkage` without its matrix of all pairs, which at tens of thousands of
+    fragments is gigabytes (and most fragments of a large partition are one connected region).
+    On unit centroids the average cosine between two groups is ``S_a · S_b / (n_a n_b)`` (``S``
+    the sum of a group's centroids), and two groups whose average is above the cut have a pair
+    of members above it: so merging, closest first, only groups linked by a pair more alike
+    than ``similarity`` makes the same merges as average linkage. The pairs are read from each
+    centroid's ``reach`` nearest (approximate) centroids."""
+    import heapq
+
+    from ._neighbours import knn
+
+    n = len(centroids)
+    near, sims = knn(centroids, min(reach, n - 1))
+    sums, sizes = centroids.astype(np.float64), np.ones(n)
+    linked: list[set[int]] = [set() for _ in range(n)]
+    for i, j in zip(np.repeat(np.arange(n), near.shape[1])[(sims >= similarity).ravel()].tolist(),
+                    near[sims >= similarity].tolist(), strict=True):
+        linked[i].add(j)
+        linked[j].add(i)
+    version = np.zeros(n, dtype=np.int64)
+    heap = [(-float(sums[i] @ sums[j]), i, j, 0, 0) for i in range(n) for j in linked[i] if i < j]
+    heapq.heapify(heap)
+    group = np.arange(n)  # the surviving group each centroid is in, resolved at the end
+    while heap:
+        score, i, j, vi, vj = heapq.heappop(heap)
+        if -score < similarity:
+            break
+        if vi != version[i] or vj != version[j]:  # a group changed since: a fresher entry exists
+            continue
+        sums[i] += sums[j]
+        sizes[i] += sizes[j]
+        version[i] += 1
+        version[j] = -1  # j is gone
+        group[j] = i
+        for m in linked[j]:
+            linked[m].discard(j)
+            if m != i:
+                linked[m].add(i)
+                linked[i].add(m)
+        linked[j] = set()
+        linked[i].discard(j)
+        others = np.fromiter(linked[i], dtype=np.int64)
+        if len(others):
+            scores = sums[others] @ sums[i] / (sizes[others] * sizes[i])
+            for m, sim in zip(others.tolist(), scores.tolist(), strict=True):
+                a, b = (i, m) if i < m else (m, i)
+                heapq.heappush(heap, (-sim, a, b, int(version[a]), int(version[b])))
+    while not np.array_equal(group, group[group]):  # follow merges to the surviving group
+        group = group[group]
+    return np.unique(group, return_inverse=True)[1].ravel() + 1
+
+
 def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, rounds: int = 2) -> np.ndarray:
     """Drop members that the joining rule would not let in (leave-one-out centroid, nearest
-    other member), so a cluster is never judged loose because of one stray report."""
+    other member), so a cluster is never judged loose because of one stray report. In a
+    partition of ``approximate_from`` reports or more, a member's nearest in a cluster of
+    over 2,048 comes from the approximate index."""
+    large = 2048 if len(vectors) >= settings.approximate_from else len(vectors)
     labels = labels.copy()
     for _ in range(rounds):
         ids, sums, _ = _sums(vectors, labels)
@@ -530,7 +668,11 @@ def _trim(vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, r
         nearest = np.full(len(members), -1.0)
         order = np.argsort(cluster, kind="stable")
         for group in np.split(order, np.flatnonzero(np.diff(cluster[order])) + 1):
-            if len(group) > 1:
+            if len(group) > large:  # a pair matrix of a cluster this size is gigabytes: its index
+                from ._neighbours import knn
+
+                nearest[group] = knn(vectors[members[group]], 1)[1][:, 0]
+            elif len(group) > 1:
                 sims = vectors[members[group]] @ vectors[members[group]].T
                 np.fill_diagonal(sims, -1.0)
                 nearest[group] = sims.max(axis=1)
@@ -572,7 +714,9 @@ def _loose(
         return ids, np.zeros(0, dtype=bool)
     cohesion = ((sums**2).sum(axis=1) - sizes) / np.maximum(sizes * (sizes - 1), 1)
     clustered = labels >= 0
-    inside, outside = _inside_outside_similarity(vectors, labels, outsiders, within=smoothed)
+    inside, outside = _inside_outside_similarity(
+        vectors, labels, outsiders, within=smoothed, approximate_from=settings.approximate_from
+    )
     alike = inside if smoothed else np.zeros(len(vectors))
     margin = np.bincount(
         np.searchsorted(ids, labels[clustered]), weights=(alike - outside)[clustered], minlength=len(ids),
@@ -584,11 +728,12 @@ def _loose(
 
 def _inside_outside_similarity(
     vectors: np.ndarray, labels: np.ndarray, outsiders: np.ndarray | None = None, within: bool = False,
-    k: int = 10, block: int = 2048,
+    k: int = 10, block: int = 2048, approximate_from: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each clustered point's mean cosine to its ``k`` nearest co-members (only ``within``,
     else zeros) and to its ``k`` nearest points outside its own cluster, ``outsiders`` included
-    (-1 when there are none); unclustered points get 0, unused."""
+    (-1 when there are none); unclustered points get 0, unused. From ``approximate_from`` points
+    in all on, the nearest come from an approximate index (:mod:`._neighbours`)."""
     import torch
 
     if outsiders is not None and len(outsiders):
@@ -596,6 +741,14 @@ def _inside_outside_similarity(
         every_label = np.concatenate([labels, np.full(len(outsiders), -1, dtype=labels.dtype)])
     else:
         everything, every_label = vectors, labels
+    if approximate_from is not None and len(everything) >= approximate_from:
+        from ._neighbours import inside_outside
+
+        inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))
+        members = np.flatnonzero(labels >= 0)
+        space = _reduce(everything, 64, fit_on=PCA_SAMPLE)  # the index searches a projection; cosines are the vectors'
+        inside[members], outside[members] = inside_outside(everything, space, every_label, members, within, k)
+        return inside, outside
     matrix = torch.from_numpy(np.ascontiguousarray(everything, dtype=np.float32))
     label_t = torch.from_numpy(every_label)
     inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))

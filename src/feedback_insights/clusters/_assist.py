@@ -59,6 +59,9 @@ GREY_BAND = (0.4, 0.7)
 #: Pairs put to the model per partition and run, closest first: a bound on the cost (all of
 #: clinc150's 146 pairs in the band fit; 50 would leave most of its true pairs unasked).
 MAX_PAIRS = 200
+#: New names asked for per run, the largest clusters first: a bound on the cost of a first run over
+#: a big backlog (the rest keep their phrase label and are named by the next runs).
+MAX_NAMES = 300
 #: Reports shown per cluster when naming or judging (the most typical: nearest the centroid).
 SHOWN_REPORTS = 6
 #: Longest report text put in a prompt, in characters.

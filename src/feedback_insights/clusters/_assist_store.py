@@ -31,6 +31,7 @@ from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import background
 from ._assist import (
     GREY_BAND,
+    MAX_NAMES,
     Assistant,
     Evidence,
     borderline_pairs,
@@ -85,10 +86,12 @@ class _Clusters:
 class ClusterAssist:
     """The stage's LLM help (:class:`StageAssist`) over one warehouse, for one run."""
 
-    def __init__(self, assistant: Assistant, band: tuple[float, float] = GREY_BAND, merge: Merge = merge) -> None:
+    def __init__(self, assistant: Assistant, band: tuple[float, float] = GREY_BAND, merge: Merge = merge,
+                 max_names: int = MAX_NAMES) -> None:
         self.assistant = assistant
         self.band = band
         self.merge = merge
+        self.max_names = max_names
         self._flushed = 0
 
     def line(self) -> str:
@@ -217,7 +220,8 @@ class ClusterAssist:
         return judgement.same and records is not None
 
     def _names(self, warehouse: Warehouse, model: str, view: str, touched: set[int]) -> None:
-        """Name the touched clusters and any whose label is not (or no longer) its LLM name."""
+        """Name the touched clusters and any whose label is not (or no longer) its LLM name, the
+        largest first; at most ``max_names`` new names a run."""
         con = warehouse.con
         unnamed = {row[0] for row in con.execute(
             """SELECT c.id FROM clusters c LEFT JOIN cluster_names n ON n.cluster_id = c.id
@@ -232,11 +236,17 @@ class ClusterAssist:
         kept = {row[0]: row[1:] for row in con.execute(
             "SELECT cluster_id, evidence_sha256, name FROM cluster_names WHERE model = ? AND prompt_version = ?",
             [self.assistant.model, version]).fetchall()}
+        sizes = dict(clusters.frame.group_by("cluster_id").len().iter_rows())
         names: dict[int, str] = {}
-        for cluster_id in sorted(wanted & set(services)):
+        asked = 0
+        for cluster_id in sorted(wanted & set(services), key=lambda c: (-sizes[c], c)):
             evidence = clusters.evidence(cluster_id)
             shown = sha256(orjson.dumps(evidence.texts))
             cached = kept.get(cluster_id, (None, None))[0] == shown
+            if not cached and asked == self.max_names:
+                self.assistant.note("names left for the next run")
+                continue
+            asked += not cached
             name = kept[cluster_id][1] if cached else self.assistant.name(services[cluster_id], evidence, cluster_id)
             if name is None:
                 # No name now: the one kept (if any) no longer describes the cluster.

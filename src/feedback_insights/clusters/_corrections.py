@@ -25,7 +25,7 @@ from duckdb import DuckDBPyConnection
 
 from ..core import now_utc
 from ..warehouse import Warehouse, transaction
-from ._embedding import MiniLMEmbedder
+from ._backends import members_model
 from ._stage import describe
 
 ENV_ACTOR = "FEEDBACK_INSIGHTS_USER"
@@ -87,7 +87,7 @@ def merge(warehouse: Warehouse, into: int, other: int, actor: str, reason: str |
         _record_action(con, "merge", into, actor, reason, other_id=other)
         if then is not None:
             then([other])
-    describe(warehouse, MiniLMEmbedder.model_id, target["view"], {into})
+    describe(warehouse, members_model(warehouse.con, target["view"]), target["view"], {into})
 
 
 def split(warehouse: Warehouse, cluster_id: int, record_ids: list[str], actor: str, reason: str | None = None) -> int:
@@ -115,7 +115,7 @@ def split(warehouse: Warehouse, cluster_id: int, record_ids: list[str], actor: s
             )
         _record_action(con, "split", cluster_id, actor, reason, other_id=new_id,
                        records=[f"{c}:{i}" for c, i in chosen])
-    describe(warehouse, MiniLMEmbedder.model_id, source["view"], {cluster_id, new_id})
+    describe(warehouse, members_model(warehouse.con, source["view"]), source["view"], {cluster_id, new_id})
     return int(new_id)
 
 
@@ -180,7 +180,7 @@ def move(warehouse: Warehouse, record_ids: list[str], to: int, actor: str, reaso
         if then is not None:
             then(emptied)
     moved = Moved(to, taken, emptied)
-    describe(warehouse, MiniLMEmbedder.model_id, target["view"], {to, *moved.sources})
+    describe(warehouse, members_model(warehouse.con, target["view"]), target["view"], {to, *moved.sources})
     return moved
 
 

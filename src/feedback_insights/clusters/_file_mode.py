@@ -1,17 +1,21 @@
-"""The stateless ``cluster`` command: a JSONL file in, one ``{"id", "cluster_id"}`` line out per input.
+"""The stateless ``cluster`` and ``embed`` commands: a file in, one line or row out per input.
 
-It uses the pipeline's embedder and :func:`place` exactly as a first run on an empty
+``cluster`` uses the pipeline's embedder and :func:`place` exactly as a first run on an empty
 warehouse would (partitioned by service and polarity when the inputs are canonical records),
-so evaluating this command evaluates the pipeline's clustering.
+so evaluating this command evaluates the pipeline's clustering. ``embed`` hands out the
+vectors themselves, from the same embedder and the same text, for people's own analysis.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import orjson
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..config import ClusteringConfig
 from ..ingest import UNPARSED, read_items
@@ -103,3 +107,20 @@ def _first_appearance(labels: np.ndarray) -> list[int | None]:
 
 def write_outputs(frame: pl.DataFrame, path: Path) -> None:
     path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in frame.iter_rows(named=True)))
+
+
+def embed_inputs(inputs: pl.DataFrame, embedder: Embedder, on_batch: Callable[[int], None] | None = None) -> pa.Table:
+    """``id`` and ``vector`` (``dimensions`` float32; null for an input with no text), one row
+    per input, in order."""
+    has_text = inputs.get_column("text").is_not_null().to_numpy()
+    found = embedder.encode(inputs.filter(pl.col("text").is_not_null()).get_column("text").to_list(), on_batch)
+    flat = np.zeros((inputs.height, embedder.dimensions), dtype=np.float32)
+    flat[has_text] = found
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel(), pa.float32()), embedder.dimensions,
+                                                mask=pa.array(~has_text))
+    return pa.table({"id": pa.array(inputs.get_column("id").to_list(), pa.string()), "vector": vectors})
+
+
+def write_vectors(table: pa.Table, path: Path, model_id: str) -> None:
+    """Parquet, with the model id in the file's metadata (``feedback_insights.model``)."""
+    pq.write_table(table.replace_schema_metadata({"feedback_insights.model": model_id}), path)

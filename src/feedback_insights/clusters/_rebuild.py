@@ -38,6 +38,7 @@ from ..config import ClusteringConfig
 from ..core import now_utc
 from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import background, place
+from ._assist import StageAssist
 from ._embedding import Embedder, embed_with_cache, text_sha256
 from ._stage import _POLARITY, VIEWS, describe
 from ._versions import ClusteringVersion, recorded_version, version, with_overrides
@@ -106,16 +107,19 @@ class Rebuild:
 
 
 def rebuild(warehouse: Warehouse, embedder: Embedder, configured: ClusteringConfig, actor: str,
-            dry_run: bool = False, then: Absorbed | None = None) -> Rebuild:
+            dry_run: bool = False, then: Absorbed | None = None, assist: StageAssist | None = None) -> Rebuild:
     """Re-cluster every report the stage has seen with ``configured``'s version (and its
     explicit knobs), keeping ids where members overlap (module docstring). ``then`` runs inside
     the transaction with the clusters that lost their place: each merged-away cluster's
     successor, None for a dissolved one (so the drafts layer can treat their drafts as after a
-    maintainer's merge); raising undoes the whole rebuild."""
+    maintainer's merge); raising undoes the whole rebuild. With ``assist`` (``[llm] clustering``
+    with ``statements``) reports are embedded with their problem statements, as a run embeds
+    them; the model's merges are not redone (a rebuild starts from the embeddings) and its
+    names come back with the next run (cached by evidence)."""
     target = with_overrides(version(configured.version), configured)
     con = warehouse.con
     result = Rebuild(recorded_version(con), target.name, dry_run)
-    planned = {view: _plan(warehouse, embedder, target, view) for view in VIEWS}
+    planned = {view: _plan(warehouse, embedder, target, view, assist) for view in VIEWS}
     if dry_run:
         result.views = {view: plan.summary for view, plan in planned.items()}
         return result
@@ -141,13 +145,14 @@ class _Plan:
     summary: ViewRebuild
 
 
-def _plan(warehouse: Warehouse, embedder: Embedder, target: ClusteringVersion, view: str) -> _Plan:
+def _plan(warehouse: Warehouse, embedder: Embedder, target: ClusteringVersion, view: str,
+          assist: StageAssist | None) -> _Plan:
     """Re-cluster one view in memory and map the new clusters onto the old."""
     con = warehouse.con
     text = target.text_sql(view)
     reports = con.sql(_REPORTS.format(polarity=_POLARITY, text=text), params={"view": view}).pl()
     with_text = reports.filter(pl.col("text").is_not_null())
-    texts = with_text.get_column("text").to_list()
+    texts = assist.texts(con, with_text, view) if assist and with_text.height else with_text.get_column("text").to_list()
     vectors = embed_with_cache(con, embedder, texts) if texts else np.empty((0, embedder.dimensions), np.float32)
     centre = background(vectors) if len(vectors) else None
     labels = np.full(with_text.height, -1, dtype=np.int64)

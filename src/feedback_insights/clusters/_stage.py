@@ -12,7 +12,7 @@ moves it, so ids and memberships are stable across runs by construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -25,12 +25,12 @@ from ..config import DEFAULT_SHARD_SIZE, ClusteringConfig
 from ..core import now_utc
 from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import Placement, background, place
-from ._assist import StageAssist
+from ._assist import StageAssist, embedded_text
+from ._backends import members_model, packaged
 from ._confidence import stored_confidence
 from ._embedding import (
     Embedder,
     MapShards,
-    MiniLMEmbedder,
     embed_with_cache,
     in_process,
     text_sha256,
@@ -118,13 +118,14 @@ def cluster_new_records(
     return summary
 
 
-def describe_stale(warehouse: Warehouse, model: str) -> list[int]:
+def describe_stale(warehouse: Warehouse, model: str | None = None) -> list[int]:
     """Describe again the clusters an erasure took members from (``stale``): their label, key
-    terms, medoid and tools must keep nothing of the erased reports. Returns their ids."""
+    terms, medoid and tools must keep nothing of the erased reports. Returns their ids. The
+    vectors are ``model``'s (default: the model the view's clusters are in)."""
     stale = warehouse.con.execute("SELECT view, list(id ORDER BY id) FROM clusters WHERE stale GROUP BY view").fetchall()
     with transaction(warehouse.con):
         for view, ids in stale:
-            describe(warehouse, model, view, set(ids))
+            describe(warehouse, model or members_model(warehouse.con, view), view, set(ids))
         warehouse.con.execute("UPDATE clusters SET stale = false WHERE stale")
     return sorted(i for _, ids in stale for i in ids)
 
@@ -161,9 +162,12 @@ def _run_view(
         return
     with_text = pending.filter(pl.col("text").is_not_null())
     texts = assist.texts(con, with_text, view) if assist else with_text.get_column("text").to_list()
+    restored = _unembedded_members(con, embedder.model_id, version, view)
     if on_total:
-        on_total(len(texts))
+        on_total(len(texts) + len(restored))
     sharded = None if map_shards is in_process else map_shards
+    if restored:
+        embed_with_cache(con, embedder, restored, on_batch=on_embed, map_shards=sharded, shard_size=shard_size)
     vectors = embed_with_cache(con, embedder, texts, on_batch=on_embed, map_shards=sharded, shard_size=shard_size)
     with_text = with_text.with_columns(pl.Series("text_sha256", [text_sha256(t) for t in texts], pl.String))
     members = _members(con, embedder.model_id, view, embedder.dimensions)
@@ -186,6 +190,30 @@ def _run_view(
         describe(warehouse, embedder.model_id, view, touched, embedder)
     if assist:
         assist.after_view(warehouse, embedder.model_id, view, touched)
+
+
+_UNEMBEDDED = """
+SELECT DISTINCT m.text_sha256, {text} AS text, s.statement
+FROM cluster_members m JOIN records r USING (collector, id)
+LEFT JOIN problem_statements s ON s.embedded_sha256 = m.text_sha256
+WHERE m.view = $view AND m.cluster_id IS NOT NULL AND m.text_sha256 IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = $model AND e.text_sha256 = m.text_sha256)
+"""
+
+
+def _unembedded_members(con: DuckDBPyConnection, model: str, version: ClusteringVersion, view: str) -> list[str]:
+    """The texts of cluster members that have no vector in ``model``'s space (the backend or
+    precision changed since they were clustered), composed again as they were embedded (with
+    their problem statement, if they had one): without them the clusters would be invisible to
+    the new reports, and every problem would start a second cluster. A text that no longer
+    composes to what was embedded (another version's) is left out, as before."""
+    rows = con.sql(_UNEMBEDDED.format(text=version.text_sql(view)), params={"view": view, "model": model}).fetchall()
+    texts = {}
+    for sha, text, statement in rows:
+        composed = embedded_text(statement, text) if statement and text else text
+        if composed is not None and text_sha256(composed) == sha:
+            texts[sha] = composed
+    return list(texts.values())
 
 
 def _store(con: DuckDBPyConnection, view: str, placements: list[tuple[str | None, str, pl.DataFrame, Placement]], no_text: pl.DataFrame, summary: ClusterRun,
@@ -232,19 +260,27 @@ class _Members:
 
     vectors: np.ndarray
     cluster_ids: np.ndarray
-    partitions: list[tuple[str | None, str]]
+    #: Each member's partition, as an index into ``keys`` (computed once: a view has many
+    #: partitions, and rescanning every member for each of them grew with their product).
+    partition: np.ndarray
+    keys: dict[tuple[str | None, str], int]
     curated: np.ndarray
 
     def of(self, service: str | None, polarity: str) -> np.ndarray:
-        return np.array([p == (service, polarity) for p in self.partitions], dtype=bool)
+        key = self.keys.get((service, polarity))
+        return self.partition == key if key is not None else np.zeros(len(self.partition), dtype=bool)
 
 
 def _members(con: DuckDBPyConnection, model: str, view: str, dimensions: int) -> _Members:
     table = con.sql(_MEMBERS, params={"model": model, "view": view}).to_arrow_table()
     vectors = to_matrix(table.column("vector")) if table.num_rows else np.empty((0, dimensions), np.float32)
-    partitions = list(zip(table.column("service").to_pylist(), table.column("polarity").to_pylist(), strict=True))
+    frame = pl.from_arrow(table.select(["service", "polarity"]))
+    assert isinstance(frame, pl.DataFrame)
+    keyed = frame.with_columns(pl.struct("service", "polarity").rank("dense").cast(pl.Int64).alias("partition") - 1)
+    keys = {(service, polarity): index for service, polarity, index in keyed.unique("partition").iter_rows()}
     curated = table.column("curated").to_numpy(zero_copy_only=False).astype(bool)
-    return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64), partitions, curated)
+    return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64),
+                    keyed.get_column("partition").to_numpy(), keys, curated)
 
 
 def _new_cluster_ids(con: DuckDBPyConnection, view: str, service: str | None, polarity: str, count: int, now: datetime,
@@ -359,21 +395,11 @@ GROUP BY cluster_id
 
 def _phrase_vectors(con: DuckDBPyConnection, model: str, embedder: Embedder | None) -> Callable[[list[str]], np.ndarray] | None:
     """Phrases to unit vectors in ``model``'s space, cached in ``embeddings``; None when no
-    embedder of that model is at hand."""
-    if embedder is None and model != MiniLMEmbedder.model_id:
+    embedder of that model is at hand (given, or the packaged model on one of its backends)."""
+    chosen = embedder if embedder is not None else packaged(model)
+    if chosen is None:
         return None
-    chosen: Embedder = embedder if embedder is not None else _LazyMiniLM()
     return lambda phrases: embed_with_cache(con, chosen, phrases)
-
-
-class _LazyMiniLM:
-    """The packaged model, loaded only when a phrase is not in the cache."""
-
-    model_id = MiniLMEmbedder.model_id
-    dimensions = MiniLMEmbedder.dimensions
-
-    def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        return MiniLMEmbedder().encode(texts, on_batch)
 
 
 def _medoids(

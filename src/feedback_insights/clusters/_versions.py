@@ -6,8 +6,10 @@ config its issues were grouped with and keeps using it when a newer default ship
 upgrades it, and the upgrade maps old groups onto new ones so existing issues keep their events.
 Here the same, for clusters:
 
-- :data:`VERSIONS` holds each version's settings (every :class:`ClusteringConfig` knob) and the
-  text it embeds (which fields, in which order; how few words make a report too vague). A
+- :data:`VERSIONS` holds each version's settings (every :class:`ClusteringConfig` knob,
+  ``algorithm`` among them: the revision of the algorithm's steps, so an old version runs its
+  own code path and not only its old numbers) and the text it embeds (which fields, in which
+  order; how few words make a report too vague). A
   version is never edited once released: a change of defaults is a new version, and
   ``tests/test_cluster_versions.py`` fails when the defaults of ``ClusteringConfig`` are not
   those of the latest version.
@@ -57,9 +59,9 @@ class ClusteringVersion:
 _V1 = ClusteringVersion(
     name="1",
     settings=ClusteringConfig(
-        version="1", pca_dimensions=64, neighbours=15, min_cluster_size=2, min_samples=2, merge_similarity=0.5,
+        version="1", algorithm=1, pca_dimensions=64, neighbours=15, min_cluster_size=2, min_samples=2, merge_similarity=0.5,
         join_centroid=0.4, join_nearest=0.5, min_cohesion=0.42, separation=0.01, smooth_from=7, smooth_keep=0.3,
-        smooth_rounds=2, smoothed_merge_similarity=0.75, smoothed_separation=0.03,
+        smooth_rounds=2, smoothed_merge_similarity=0.75, smoothed_separation=0.03, approximate_from=20_000,
     ),
     text_composition=("category", "tool", "summary", "detail", "expected", "actual", "suggestion"),
     turn_context=(),
@@ -72,9 +74,10 @@ _V1 = ClusteringVersion(
 _V2 = ClusteringVersion(
     name="2",
     settings=ClusteringConfig(
-        version="2", pca_dimensions=64, neighbours=15, min_cluster_size=2, min_samples=2, merge_similarity=0.5,
+        version="2", algorithm=2, pca_dimensions=64, neighbours=15, min_cluster_size=2, min_samples=2, merge_similarity=0.5,
         join_centroid=0.4, join_nearest=0.5, min_cohesion=0.42, separation=0.01, smooth_from=5, smooth_keep=0.3,
         smooth_rounds=2, smoothed_merge_similarity=0.75, smoothed_separation=0.03, member_separation=-0.02,
+        approximate_from=20_000,
     ),
     text_composition=("category", "tool", "summary", "detail", "expected", "actual", "suggestion"),
     turn_context=(

@@ -8,7 +8,8 @@ from ._base import ConfigError, Label, Strict, secret
 from ._clusters import DEFAULT_HALF_LIFE_DAYS, ClusteringConfig, DemandConfig, EmbeddingConfig
 from ._collector import CollectorConfig
 from ._config import Config
-from ._digest import DigestConfig
+from ._desk import DEFAULT_DESK_HOST, DEFAULT_DESK_PORT, DeskConfig
+from ._digest import DEFAULT_SMTP_PORT, DigestConfig, EmailConfig, WebhookFormat
 from ._drafts import DEFAULT_PROMPT_TOKENS, DraftsConfig, EvidenceLinks, LLMConfig
 from ._flows import DEFAULT_SHARD_SIZE, FlowsConfig, Schedule
 from ._ingest import DEFAULT_BATCH_SIZE, ENV_HMAC_KEY, SAMPLE_HMAC_KEY, IngestConfig, PrivacyConfig, WarehouseConfig
@@ -18,10 +19,13 @@ from ._sources import FileDropConfig, HttpCollectorConfig, SourceConfig, SqlTabl
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "DEFAULT_DESK_HOST",
+    "DEFAULT_DESK_PORT",
     "DEFAULT_FILE",
     "DEFAULT_HALF_LIFE_DAYS",
     "DEFAULT_PROMPT_TOKENS",
     "DEFAULT_SHARD_SIZE",
+    "DEFAULT_SMTP_PORT",
     "ENV_CONFIG",
     "ENV_HMAC_KEY",
     "SAMPLE_HMAC_KEY",
@@ -30,8 +34,10 @@ __all__ = [
     "Config",
     "ConfigError",
     "DemandConfig",
+    "DeskConfig",
     "DigestConfig",
     "DraftsConfig",
+    "EmailConfig",
     "EmbeddingConfig",
     "EvidenceLinks",
     "FileDropConfig",
@@ -48,6 +54,7 @@ __all__ = [
     "SqlTableConfig",
     "Strict",
     "WarehouseConfig",
+    "WebhookFormat",
     "embedded_default",
     "load",
     "secret",

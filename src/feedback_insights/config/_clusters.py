@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from ._base import Strict
 
@@ -16,8 +19,21 @@ DEFAULT_HALF_LIFE_DAYS = 14.0
 class EmbeddingConfig(Strict):
     """The packaged all-MiniLM-L6-v2 model, on the CPU."""
 
+    backend: Literal["onnx", "torch"] = Field(
+        "onnx", description="ONNX Runtime (the same vectors, faster) or torch (sentence-transformers)"
+    )
+    precision: Literal["fp32", "int8"] = Field(
+        "fp32", description="int8: ONNX Runtime's dynamic quantisation (onnx only; faster, different vectors)"
+    )
+    onnx_cache: Path | None = Field(None, description="where the exported model is kept (default ~/.cache/feedback-insights/onnx)")
     batch_size: int = Field(32, ge=1, le=1024, description="32 is the fastest measured on 2 cores")
-    threads: int | None = Field(None, ge=1, le=256, description="torch threads; default one per usable core")
+    threads: int | None = Field(None, ge=1, le=256, description="threads per process; default one per usable core")
+
+    @model_validator(mode="after")
+    def _int8_is_onnx(self) -> EmbeddingConfig:
+        if self.precision == "int8" and self.backend != "onnx":
+            raise ValueError("precision int8 needs backend onnx")
+        return self
 
 
 class ClusteringConfig(Strict):
@@ -27,6 +43,10 @@ class ClusteringConfig(Strict):
     version: str = Field(
         "2", pattern=r"^[0-9]+$",
         description="released defaults to start from (clusters/_versions.py; a warehouse keeps the version its clusters were made with until `clusters rebuild`)",
+    )
+    algorithm: int = Field(
+        2, ge=1, le=2,
+        description="the revision of the algorithm's steps a version runs (clusters/_algorithm.py says what each adds)",
     )
     pca_dimensions: int = Field(64, ge=2, le=1024)
     neighbours: int = Field(15, ge=2, le=200)
@@ -49,6 +69,11 @@ class ClusteringConfig(Strict):
     smoothed_merge_similarity: float = Field(0.75, gt=-1, lt=1, description="merge_similarity on smoothed vectors")
     smoothed_separation: float = Field(
         0.03, gt=-1, lt=1, description="separation on smoothed vectors (nearest co-members against nearest outsiders)"
+    )
+    approximate_from: int = Field(
+        20_000, ge=2,
+        description="partition size from which nearest neighbours come from an approximate index (usearch), not "
+        "exact matrix products: the cost of clustering one partition then grows near-linearly with its size",
     )
     member_separation: float = Field(
         -0.02, gt=-1, lt=1,

@@ -9,6 +9,7 @@ from pydantic import SerializeAsAny, WrapValidator, field_validator
 from ._base import Strict
 from ._clusters import ClusteringConfig, DemandConfig, EmbeddingConfig
 from ._collector import CollectorConfig
+from ._desk import DeskConfig
 from ._digest import DigestConfig
 from ._drafts import DraftsConfig, LLMConfig
 from ._flows import FlowsConfig
@@ -29,6 +30,7 @@ class Config(Strict):
     llm: LLMConfig | None = None
     github: GitHubConfig = GitHubConfig()
     digest: DigestConfig = DigestConfig()
+    desk: DeskConfig = DeskConfig()
     flows: FlowsConfig = FlowsConfig()
     #: Each a registered kind's section model (serialised as that model, not as the base).
     sources: list[SerializeAsAny[Annotated[SourceConfig, WrapValidator(by_kind)]]] = []
@@ -43,7 +45,7 @@ class Config(Strict):
             self.llm.key()
         if publishing:
             self.github.token()
-        self.digest.webhook()
+        self.digest.check_secrets()
 
     @field_validator("sources")
     @classmethod

@@ -19,6 +19,9 @@ SAMPLE_HMAC_KEY = "feedback-insights-embedded-sample"
 
 class WarehouseConfig(Strict):
     path: Path = Path("feedback.duckdb")
+    lock_wait: float = Field(
+        30.0, ge=0, description="seconds a person's command waits for the flow holding the warehouse before giving up"
+    )
 
 
 class IngestConfig(Strict):

@@ -16,7 +16,7 @@ takes it again once the source says which.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -24,6 +24,13 @@ from pydantic import AwareDatetime, Field, TypeAdapter, ValidationInfo, Validato
 
 from ..core import DIALECTS, SOURCES
 from ._base import Strict, secret
+
+#: The longest service name: the AFP record schema's ``maxLength``, so a configured service is
+#: never longer than one a record could carry.
+SERVICE_CHARS = 128
+#: The longest tool or endpoint glob of ``service_by_tool``.
+GLOB_CHARS = 512
+Service = Annotated[str, Field(min_length=1, max_length=SERVICE_CHARS)]
 
 
 class SourceConfig(Strict):
@@ -33,10 +40,10 @@ class SourceConfig(Strict):
     kind: str
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$", description="the collector name records carry")
     dialect: str = "auto"
-    service: str | None = Field(
-        None, min_length=1, validate_default=True, description="the service of reports that name none"
+    service: Service | None = Field(
+        None, validate_default=True, description="the service of reports that name none"
     )
-    service_by_tool: dict[Annotated[str, Field(min_length=1)], Annotated[str, Field(min_length=1)]] = Field(
+    service_by_tool: dict[Annotated[str, Field(min_length=1, max_length=GLOB_CHARS)], Service] = Field(
         default_factory=dict,
         description="tool or endpoint glob → service, for reports that name none; the first match wins over service",
     )
@@ -76,7 +83,8 @@ class FileDropConfig(SourceConfig):
     #: When the reports of a file that carry no time of their own (bare AFP submissions) were
     #: received: ``file``, the file's modification time (when it was delivered, whenever a run
     #: gets to it, and the same on every re-ingest); ``ingest``, the time the run read it; or a
-    #: fixed RFC 3339 time with an offset. A report's own time always wins.
+    #: fixed RFC 3339 time with an offset, not in the future (it would put the reports in a week
+    #: that has not happened). A report's own time always wins.
     received_at: Literal["file", "ingest"] | AwareDatetime = "file"
 
     @field_validator("received_at", mode="before")
@@ -91,6 +99,8 @@ class FileDropConfig(SourceConfig):
             moment = None
         if moment is None or moment.tzinfo is None:
             raise ValueError("must be file, ingest, or an RFC 3339 time with an offset (2026-11-29T23:59:59Z)")
+        if moment > datetime.now(UTC) + timedelta(days=1):  # a day of leeway for clocks and time zones
+            raise ValueError(f"{moment.isoformat()} is in the future")
         return moment
 
 

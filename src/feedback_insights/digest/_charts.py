@@ -1,10 +1,14 @@
-"""Charts for the digest as inline SVG (templates ``sparkline.svg.j2`` and ``bars.svg.j2``): no
-JavaScript, no remote assets, readable in a browser and in an email client that shows SVG, and
-scaled down on a phone (bar charts take the width they are given through their viewBox)."""
+"""Charts for the digest: inline SVG in the HTML file (templates ``sparkline.svg.j2`` and
+``bars.svg.j2``: no JavaScript, no remote assets, scaled down on a phone through their viewBox),
+PNG images attached to the email (:class:`AttachedCharts`: mail clients drop inline SVG), block
+characters in Markdown. A template draws through ``charts`` (:class:`InlineCharts` or
+:class:`AttachedCharts`), so the file and the email share one layout."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -54,3 +58,58 @@ def text_sparkline(values: list[int]) -> str:
     """The same line in block characters, for the Markdown digest."""
     top = max(values) or 1
     return "".join(SPARKS[round(v / top * (len(SPARKS) - 1))] for v in values)
+
+
+def _counted(rows: list[dict[str, Any]], label: str) -> tuple[list[tuple[str, int]], str]:
+    """``(name, reports)`` pairs of a mix, and the chart's label with its figures in words."""
+    pairs = [(str(row["name"]), int(row["reports"])) for row in rows]
+    return pairs, f"{label}: " + ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in pairs)
+
+
+class InlineCharts:
+    """The charts of the HTML file: inline SVG."""
+
+    def spark(self, values: list[int], label: str) -> Markup:
+        return sparkline(values, label)
+
+    def bars(self, rows: list[dict[str, Any]], label: str) -> Markup:
+        """Bars of a mix (rows of ``name`` and ``reports``)."""
+        return bars(*_counted(rows, label))
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A chart attached to the email: its Content-ID (without the angle brackets) and PNG."""
+
+    cid: str
+    png: bytes
+
+
+class AttachedCharts:
+    """The charts of the email: PNG images (:mod:`._png`) collected in :attr:`images`, each
+    shown by an ``<img src="cid:…">`` whose ``alt`` says its figures (many clients hold images
+    back until the reader allows them)."""
+
+    def __init__(self) -> None:
+        self.images: list[Attachment] = []
+
+    def _img(self, png: bytes, label: str, width: int, height: int, style: str) -> Markup:
+        cid = f"chart-{len(self.images) + 1}@feedback-insights.digest"
+        self.images.append(Attachment(cid, png))
+        return Markup(_templates().get_template("chart.img.j2").render(
+            cid=cid, width=width, height=height, label=label, style=style))
+
+    def spark(self, values: list[int], label: str) -> Markup:
+        from ._png import sparkline_png
+
+        return self._img(sparkline_png(values, ACCENT), label, 112, 28, "display:block;border:0")
+
+    def bars(self, rows: list[dict[str, Any]], label: str) -> Markup:
+        """Bars of a mix (rows of ``name`` and ``reports``)."""
+        if not rows:
+            return Markup("")
+        from ._png import bars_png
+
+        pairs, label = _counted(rows, label)
+        return self._img(bars_png(pairs, INK, MUTED, ACCENT), label, 560, len(pairs) * 24,
+                         "display:block;border:0;width:100%;max-width:560px;height:auto")

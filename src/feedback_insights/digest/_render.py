@@ -1,27 +1,44 @@
-"""The weekly digest rendered: HTML for browsers and email, Markdown for chat and wikis.
+"""The weekly digest rendered: HTML for browsers and email, Markdown for wikis and chats that
+read it, Slack's mrkdwn, and plain text for the email's text part.
 
-Both come from Jinja2 templates in ``templates/``. The HTML environment autoescapes (agents'
-words are text); the Markdown one neutralises every value it prints, like issue bodies do.
-Every quote is attributed by its record's source, with the words issues use
-(:func:`neutralise.attribution`): an owner's complaint is not shown as an agent's.
+All come from Jinja2 templates in ``templates/``. The HTML environment autoescapes (agents'
+words are text); the others pass every value they print through their medium's neutraliser
+(Markdown: :mod:`neutralise`, like issue bodies; mrkdwn: :mod:`._mrkdwn`; plain text: mentions
+and autolinks broken), unless a filter made it on purpose. Every quote is attributed by its
+record's source, with the words issues use (:func:`neutralise.attribution`): an owner's
+complaint is not shown as an agent's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import jinja2
+from markupsafe import Markup
 
+from ..config import WebhookFormat
 from ..core import GaveUp, with_retries
 from ..drafts import Markdown, neutralise
-from ._charts import bars, sparkline, text_sparkline
+from . import _mrkdwn
+from ._charts import AttachedCharts, InlineCharts, text_sparkline
 from ._content import Digest, DigestError
 
 FORMATS = ("html", "md")
+#: ``[digest] webhook_format``'s values, as the configuration defines them.
+WEBHOOK_FORMATS: tuple[str, ...] = get_args(WebhookFormat)
+#: The singular and plural of the words counted in the digest that are not just "+s".
+_PLURALS = {"person": "people"}
+#: Who is behind each tier's accounts, as a count reads: "1 agent", "2 people".
+_TIER_WORDS = {"agent": "agent", "runtime": "runtime", "human": "person"}
+
+
+class Plain(str):
+    """Plain text made on purpose (by a filter here); printed as is in the text part."""
 
 
 def _day(value: datetime | date) -> str:
@@ -32,11 +49,32 @@ def _percent(value: float | None) -> str:
     return f"{(value or 0) * 100:.0f}%"
 
 
+def many(count: int | None, word: str, plural: str | None = None) -> str:
+    """"1 account", "3 accounts", "0 accounts"; ``plural`` where "+s" is wrong."""
+    count = count or 0
+    return f"{count} {word if count == 1 else plural or _PLURALS.get(word, word + 's')}"
+
+
+def _delta(now: int | None, before: int | None) -> str:
+    """"+2", "−1", "±0": the change from last week."""
+    delta = (now or 0) - (before or 0)
+    return "±0" if delta == 0 else f"{'+' if delta > 0 else '−'}{abs(delta)}"
+
+
 def _change(now: int, before: int) -> str:
     if not before:
         return ""
-    delta = now - before
-    return f"({'+' if delta >= 0 else '−'}{abs(delta)} vs last week)"
+    return f"({_delta(now, before)} vs last week)"
+
+
+def _who(tiers: dict[str, int]) -> str:
+    """This week's accounts of a problem by who reported: "2 agents, 1 person"."""
+    return ", ".join(many(n, _TIER_WORDS[tier]) for tier, n in tiers.items() if n)
+
+
+def _figures(values: list[int]) -> str:
+    """A sparkline's figures as text: "0 · 3 · 3 · 2"."""
+    return " · ".join(str(v) for v in values)
 
 
 def _quoted_record(row: dict[str, Any]) -> dict[str, Any]:
@@ -58,10 +96,49 @@ def _goal_of(row: dict[str, Any]) -> str:
     return f"{neutralise.reporter(_quoted_record(row))}'s goal"
 
 
-def _headline(problem: dict[str, Any]) -> Markdown:
-    issue = problem.get("issue")
-    text = (issue or {}).get("title") or problem.get("label") or f"cluster {problem['cluster_id']}"
-    return Markdown(neutralise.inline(text, 140))
+def _plain(value: object, limit: int = 300) -> str:
+    """One line of plain text a mail client shows as is, but would autolink or treat as a
+    mention: those are broken with a literal zero-width space (:func:`neutralise.title`)."""
+    return neutralise.title("" if value is None else value, limit)
+
+
+def _own(words: Callable[..., str]) -> Callable[..., Markup]:
+    """A helper that writes our own words and figures ("+2", "2 agents, 1 person"): printed as
+    they are in every medium."""
+    return lambda *args: Markup(words(*args))
+
+
+def _finalizer(kind: str) -> Callable[[Any], Any] | None:
+    """What every printed value goes through: made inert, unless a filter made it (or it is a
+    macro's output, marked ``| safe``: the template's own text, its values made inert inside)."""
+    if kind == "md":
+        return lambda v: v if isinstance(v, Markdown | Markup) else neutralise.inline("" if v is None else v, 200)
+    if kind == "slack":
+        return lambda v: v if isinstance(v, _mrkdwn.Mrkdwn | Markup) else _mrkdwn.inline("" if v is None else v, 200)
+    if kind == "text":
+        return lambda v: v if isinstance(v, Plain | Markup) else _plain(v)
+    return None
+
+
+#: Per medium: a value made inert at a given length, and one of our own links.
+_TEXT: dict[str, Callable[[Any, int], str]] = {
+    "md": lambda v, limit: Markdown(neutralise.inline("" if v is None else v, limit)),
+    "slack": lambda v, limit: _mrkdwn.Mrkdwn(_mrkdwn.inline("" if v is None else v, limit)),
+    "text": lambda v, limit: Plain(_plain(v, limit)),
+}
+
+
+def _link(kind: str) -> Callable[[str | None, str], str]:
+    """``link(url, text)`` in the medium, for our own URLs (an issue, the desk: never a report's)
+    and our own words ("filed as #12")."""
+    def link(url: str | None, text: str) -> str:
+        if kind == "md":  # "#12" is no reference to whichever repository a wiki belongs to
+            text = text.replace("#", "#" + neutralise.ZWSP)
+            return Markdown(f"[{text}]({url})" if url else text)
+        if kind == "slack":
+            return _mrkdwn.link(url, text) if url else _mrkdwn.Mrkdwn(_mrkdwn.escape(text))
+        return Plain(f"{text} ({url})" if url else text)
+    return link
 
 
 @cache
@@ -70,41 +147,68 @@ def _environment(kind: str) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("feedback_insights.digest", "templates"),
         autoescape=html,
-        finalize=None if html else (lambda v: v if isinstance(v, Markdown) else neutralise.inline("" if v is None else v, 200)),
+        finalize=_finalizer(kind),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        trim_blocks=not html,
+        lstrip_blocks=not html,
     )
     env.filters.update(
         day=_day,
         minus_day=lambda d: d - timedelta(days=1),
         percent=_percent,
         clip=lambda text, limit=280: neutralise.truncate(" ".join(str(text).split()), limit),
-        text=lambda value, limit=200: Markdown(neutralise.inline("" if value is None else value, limit)),
-        url=Markdown,  # our own links (issue URLs from GitHub), never a report's
+        many=many,
     )
-    env.globals.update(
-        change=_change,
-        sparkline=sparkline,
-        bars=lambda rows, label: bars([(r["name"], r["reports"]) for r in rows], label),
-        spark=lambda values: Markdown(text_sparkline(values)),
-        headline=_headline,
+    env.globals.update(  # our own words and figures: printed as they are in every medium
+        change=_own(_change),
+        delta=_own(_delta),
+        who=_own(_who),
+        figures=_own(_figures),
+        spark=_own(text_sparkline),
         quoted_by=_quoted_by,
         goal_of=_goal_of,
     )
+    if not html:
+        env.filters["text"] = lambda value, limit=200: _TEXT[kind](value, limit)
+        env.globals["link"] = _link(kind)
     return env
 
 
+def _html(digest: Digest, charts: InlineCharts | AttachedCharts) -> str:
+    """The HTML laid out with tables (email clients ignore flex), its stylesheet moved into
+    ``style`` attributes (they drop or mangle ``<style>`` blocks)."""
+    import css_inline
+
+    html = _environment("html").get_template("digest.html.j2").render(d=digest, charts=charts)
+    return css_inline.CSSInliner(load_remote_stylesheets=False).inline(html)
+
+
 def render(digest: Digest, kind: str) -> str:
-    """The digest as HTML (its stylesheet moved into ``style`` attributes: email clients drop
-    or mangle ``<style>`` blocks) or as Markdown."""
+    """The digest as HTML (charts inline SVG) or as Markdown."""
     if kind not in FORMATS:
         raise ValueError(f"--format must be one of: {', '.join(FORMATS)} (got {kind!r})")
     if kind == "md":
         return _environment(kind).get_template("digest.md.j2").render(d=digest)
-    import css_inline
+    return _html(digest, InlineCharts())
 
-    html = _environment(kind).get_template("digest.html.j2").render(d=digest)
-    return css_inline.CSSInliner(load_remote_stylesheets=False).inline(html)
+
+def render_email(digest: Digest) -> tuple[str, str, AttachedCharts]:
+    """The digest for email: its HTML (charts as ``cid:`` images), its plain text, and the
+    charts to attach."""
+    charts = AttachedCharts()
+    html = _html(digest, charts)
+    text = _environment("text").get_template("digest.txt.j2").render(d=digest)
+    return html, text, charts
+
+
+def webhook_text(digest: Digest, webhook_format: str) -> str:
+    """What the chat webhook is sent: Slack's mrkdwn, or the Markdown digest."""
+    if webhook_format not in WEBHOOK_FORMATS:
+        raise ValueError(f"webhook_format must be one of: {', '.join(WEBHOOK_FORMATS)} (got {webhook_format!r})")
+    if webhook_format == "markdown":
+        return render(digest, "md")
+    return _environment("slack").get_template("digest.slack.j2").render(d=digest)
 
 
 def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS, source: str | None = None) -> list[Path]:
@@ -119,17 +223,8 @@ def write(digest: Digest, folder: Path, kinds: tuple[str, ...] = FORMATS, source
     return paths
 
 
-def chat_text(markdown: str) -> str:
-    """The Markdown digest for a chat webhook: Slack ignores backslash escapes and reads
-    ``<!channel>``-style sequences, so ``&``, ``<`` and ``>`` become entities (which Slack and
-    Markdown-based chats both show as the characters), and the visible ``&#8203;`` that breaks
-    mentions becomes the zero-width space itself (Slack does not decode numeric entities)."""
-    text = markdown.replace("&#8203;", "\u200b")
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def post(markdown: str, url: str, variable: str, timeout: float = 30.0, retries: int = 2) -> None:
-    """POST the Markdown digest to a chat webhook as ``{"text": …}`` (Slack, Mattermost and
+def post(text: str, url: str, variable: str, timeout: float = 30.0, retries: int = 2) -> None:
+    """POST the digest's text to a chat webhook as ``{"text": …}`` (Slack, Mattermost and
     most others accept that shape), retrying timeouts, 429 and 5xx.
 
     The URL is the secret (anyone holding it can post to the channel), so a failure names the
@@ -137,9 +232,7 @@ def post(markdown: str, url: str, variable: str, timeout: float = 30.0, retries:
     printed, logged and kept in Prefect's state."""
     with httpx.Client(timeout=timeout) as client:
         try:
-            response = with_retries(
-                lambda: client.post(url, json={"text": chat_text(markdown)}), retries, backoff=1.0, cap=30.0
-            )
+            response = with_retries(lambda: client.post(url, json={"text": text}), retries, backoff=1.0, cap=30.0)
         except GaveUp as failed:
             what = f"answered {failed.response.status_code}" if failed.response is not None else (
                 f"could not be reached ({type(failed.error).__name__})"

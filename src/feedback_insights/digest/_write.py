@@ -1,16 +1,72 @@
-"""One week's digest, built, written and posted: what the ``digest`` command and the weekly
-flow both do."""
+"""One week's digest, built and written (:func:`write_digest`, on the warehouse's turn), then
+sent (:func:`send_digest`, off it): what the ``digest`` command and the weekly flow both do.
+
+Sending is kept apart because it waits on other people's servers, and a retry of it comes
+minutes later: neither may hold the warehouse, which the desk and the other flows need
+meanwhile. And each channel is sent once: what it took is recorded (``digest_sends``: the week,
+the channel, the sha256 of what it was sent), so a retry after the mail server refused sends
+the email and does not post the same digest to the chat again.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Config
 from ..core import now_utc
 from ..core.vocabulary import sources_of
-from ..warehouse import Warehouse
-from ._content import DigestError, Week, build
-from ._render import FORMATS, post, render, write
+from ..warehouse import Warehouse, exclusive
+from ._content import Digest, DigestError, Week, build, reports_in
+from ._email import message, send
+from ._render import FORMATS, post, webhook_text, write
+
+#: Takes the warehouse's turn (the lock other processes wait on) for a moment.
+Turn = Callable[[], AbstractContextManager[object]]
+
+
+@dataclass(slots=True)
+class Written:
+    """What :func:`write_digest` did."""
+
+    week: Week
+    paths: list[Path]
+    #: The digest written, for :func:`send_digest`.
+    digest: Digest
+    #: The week's reports (0: the digest says the week was empty).
+    reports: int
+    #: The week in progress when it was written.
+    current_week: Week
+    #: The reports of the week in progress when the digest was of the last complete week by
+    #: default and that week was empty: the operator is told how to ask for this one (else 0).
+    current_week_reports: int = 0
+
+
+@dataclass(slots=True)
+class Sent:
+    """What :func:`send_digest` did, by channel ("webhook", "email")."""
+
+    sent: list[str] = field(default_factory=list)
+    #: Channels that already had this week's same digest, and were not sent it again.
+    skipped: list[str] = field(default_factory=list)
+
+
+def chosen_week(week: str | None) -> Week:
+    """``week`` parsed (default: the last complete week); a week that has not begun is an
+    error, the one in progress is allowed (its digest says the figures are those so far)."""
+    now = now_utc()
+    try:
+        chosen = Week.parse(week) if week else Week.before(now)
+    except ValueError as exc:
+        raise DigestError(str(exc)) from None
+    if chosen.start > now:
+        raise DigestError(f"--week: {chosen} has not begun; this week is {Week.of(now)} and the last complete one "
+                          f"{Week.before(now)}")
+    return chosen
 
 
 def write_digest(
@@ -19,26 +75,95 @@ def write_digest(
     kinds: tuple[str, ...] | None = None,
     folder: Path | None = None,
     source: str | None = None,
-) -> list[Path]:
-    """Build and write one week's digest (default: the last complete week); POST the Markdown
-    to the configured webhook. Returns the files written.
+    send: bool = True,
+) -> Written:
+    """Build and write one week's digest (default: the last complete week). It opens the
+    warehouse: call it on the warehouse's turn, and :func:`send_digest` after that turn.
 
     With ``source`` (agent | runtime | human, or one ``source`` value) the digest counts those
-    reports alone and is written beside the whole one (``digest-2026-W48-human.md``), not
-    posted: the channel gets the week's one digest of everyone's reports."""
-    try:
-        chosen = Week.parse(week) if week else Week.before(now_utc())
-        if source:
-            sources_of(source)  # a wrong --source is one line, before the warehouse is opened
-    except ValueError as exc:
-        raise DigestError(str(exc)) from None
-    with Warehouse(config.warehouse.path) as warehouse:
-        digest = build(warehouse, chosen, config.demand.half_life_days, source)
-    target = folder or config.digest.folder
+    reports alone and is written beside the whole one (``digest-2026-W48-human.md``). With
+    ``send`` (the digest is to be sent next), a missing webhook URL or SMTP password is one
+    line of error before any work, not a digest written and then not sent."""
+    chosen = chosen_week(week)
     if source:
-        return write(digest, target, kinds or FORMATS, source)  # never in place of the whole digest
-    paths = write(digest, target, kinds or FORMATS)
-    webhook = config.digest.webhook()
-    if webhook and config.digest.webhook_env:
-        post(render(digest, "md"), webhook, config.digest.webhook_env)
-    return paths
+        try:
+            sources_of(source)  # a wrong --source is one line, before the warehouse is opened
+        except ValueError as exc:
+            raise DigestError(str(exc)) from None
+    settings = config.digest
+    if send and not source:
+        settings.check_secrets()
+    with Warehouse(config.warehouse.path) as warehouse:
+        digest = build(warehouse, chosen, config.demand.half_life_days, source, settings.desk_url)
+        current = Week.of(now_utc())
+        waiting = reports_in(warehouse, current, source) if digest.empty and week is None and current != chosen else 0
+    paths = write(digest, folder or settings.folder, kinds or FORMATS, source)
+    return Written(chosen, paths, digest, digest.headline["reports"], current, waiting)
+
+
+def send_digest(config: Config, digest: Digest, turn: Turn | None = None, resend: bool = False) -> Sent:
+    """Post ``digest`` to the configured webhook and mail it to ``[digest.email]``'s recipients,
+    each channel that has not had this week's same content yet (all of them with ``resend``).
+
+    Call it off the warehouse's turn: ``turn`` takes it for the moments the record of what was
+    sent is read and written (default: waiting as long as it takes). A one-source digest is not
+    sent: the channels get the week's one digest of everyone's reports. One channel failing
+    does not keep the other from being tried; the failures are raised together after, and what
+    was sent is recorded, so that a retry sends only what failed."""
+    if digest.source:
+        return Sent()
+    settings = config.digest
+    settings.check_secrets()
+    take_turn = turn or (lambda: exclusive(config.warehouse.path, "the digest"))
+    channels: list[tuple[str, str, Callable[[], None]]] = []
+    webhook = settings.webhook()
+    if webhook and settings.webhook_env:
+        text = webhook_text(digest, settings.webhook_format)
+        channels.append(("webhook", _sha256(text), functools.partial(post, text, webhook, settings.webhook_env)))
+    if settings.email:
+        mail = message(digest, settings.email)
+        plain = mail.get_body(("plain",))
+        assert plain is not None  # message() always has one
+        said = f"{mail['To']}\n{plain.get_content()}"  # what it says and to whom (its HTML also has today's date)
+        channels.append(("email", _sha256(said), functools.partial(send, mail, settings.email)))
+    done = Sent()
+    if not channels:
+        return done
+    with take_turn(), Warehouse(config.warehouse.path) as warehouse:
+        before = set() if resend else _sent_before(warehouse, digest.week)
+    failures = []
+    for channel, content, deliver in channels:
+        if (channel, content) in before:
+            done.skipped.append(channel)
+            continue
+        try:
+            deliver()
+        except DigestError as exc:
+            failures.append(str(exc))
+            continue
+        with take_turn(), Warehouse(config.warehouse.path) as warehouse:
+            _record(warehouse, digest.week, channel, content)
+        done.sent.append(channel)
+    if failures:
+        sent = f"; sent by {', '.join(done.sent)}, which a retry does not send again" if done.sent else ""
+        raise DigestError("; ".join(failures) + sent)
+    return done
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sent_before(warehouse: Warehouse, week: Week) -> set[tuple[str, str]]:
+    """(channel, content sha256) of what everyone's digest of ``week`` was sent already."""
+    rows = warehouse.con.execute("SELECT channel, content_sha256 FROM digest_sends WHERE week = ? AND source = ''",
+                                 [str(week)]).fetchall()
+    return {(channel, content) for channel, content in rows}
+
+
+def _record(warehouse: Warehouse, week: Week, channel: str, content: str) -> None:
+    warehouse.con.execute(
+        """INSERT INTO digest_sends VALUES (?, '', ?, ?, ?)
+           ON CONFLICT DO UPDATE SET sent_at = excluded.sent_at""",
+        [str(week), channel, content, now_utc()],
+    )

@@ -28,6 +28,9 @@ from ._preview import PreviewError, preview_input, read_records
 from ._render import MAX_BODY, Markdown, render_body, render_emptied, render_title, render_update
 from ._review import (
     DRAFT_STATUSES,
+    MAX_LABELS,
+    MAX_TITLE,
+    MAX_WORKAROUND,
     ReviewError,
     approve,
     cluster_drafts,
@@ -38,6 +41,7 @@ from ._review import (
     parse_form,
     reject,
     save_edit,
+    save_fields,
 )
 from ._stage import (
     PIPELINE_ACTOR,
@@ -55,6 +59,9 @@ __all__ = [
     "DRAFT_STATUSES",
     "EVIDENCE_FIELDS",
     "MAX_BODY",
+    "MAX_LABELS",
+    "MAX_TITLE",
+    "MAX_WORKAROUND",
     "PIPELINE_ACTOR",
     "ChatClient",
     "Correction",
@@ -100,6 +107,7 @@ __all__ = [
     "render_title",
     "render_update",
     "save_edit",
+    "save_fields",
     "split_cluster",
     "unmerge_cluster",
     "template_draft",

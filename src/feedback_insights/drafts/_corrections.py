@@ -28,6 +28,7 @@ from ..clusters import (
     CorrectionError,
     Embedder,
     Rebuild,
+    StageAssist,
     demand,
     merge,
     move,
@@ -151,7 +152,7 @@ def ignore_cluster(config: Config, warehouse: Warehouse, cluster_id: int, actor:
 
 
 def rebuild_clusters(config: Config, warehouse: Warehouse, embedder: Embedder, actor: str, dry_run: bool = False,
-                     client: ChatClient | None = None) -> tuple[Rebuild, Correction]:
+                     client: ChatClient | None = None, assist: StageAssist | None = None) -> tuple[Rebuild, Correction]:
     """``clusters rebuild`` and what follows for the drafts: a cluster the rebuild merged into a
     successor is treated as after a maintainer's merge (its draft superseded or taken over, a
     filed issue marked as the successor's duplicate); a dissolved cluster's unfiled draft is
@@ -165,7 +166,7 @@ def rebuild_clusters(config: Config, warehouse: Warehouse, embedder: Embedder, a
                 _absorbed(warehouse, [old], into, actor, "was merged by a rebuild into", hint, done)
         _supersede_dissolved(warehouse, [old for old, into in lost.items() if into is None], actor, done)
 
-    result = rebuild(warehouse, embedder, config.clustering, actor, dry_run, then=absorbed)
+    result = rebuild(warehouse, embedder, config.clustering, actor, dry_run, then=absorbed, assist=assist)
     if not dry_run:
         live = [c for c, d in _drafts_by_cluster(warehouse).items() if d["status"] in _UNFILED]
         why = f"the clusters were rebuilt with clustering version {result.to_version}"

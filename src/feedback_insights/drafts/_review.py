@@ -4,29 +4,41 @@ Every decision is recorded in ``draft_actions`` with who and when. The ``workaro
 collectors show agents is written here by a maintainer, never taken from a report.
 
 Editing works on a small text form (see :func:`edit_form`): three header lines, a separator,
-then the body as markdown. A maintainer's text is trusted; only the cluster marker, which
-publishing needs to file exactly once, is put back if it was deleted.
+then the body as markdown; the desk's form sends the same fields one by one
+(:func:`save_fields`, which both save through, so neither can corrupt the body with a field
+that holds the separator). A maintainer's text is trusted but kept within GitHub's limits and
+free of control characters; the cluster marker, which publishing needs to file exactly once,
+is put back if it was deleted.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
+from pydantic import TypeAdapter, ValidationError
 
 from ..clusters import demand
-from ..config import DEFAULT_HALF_LIFE_DAYS
+from ..config import DEFAULT_HALF_LIFE_DAYS, Label
 from ..core import now_utc
 from ..warehouse import Warehouse, transaction
 from ._marker import cluster_of, marker
+from ._render import MAX_BODY
 from ._stage import record_action
 
 SEPARATOR = "--- body (markdown) below this line ---"
 _HEADERS = ("title", "labels", "workaround")
+#: The statuses a draft can be edited in (a superseded one is its survivor's business).
+_EDITABLE = ("pending", "approved", "rejected", "filed")
 
 #: Every status a draft can have: waiting for review, approved (the next publish files it),
 #: rejected, filed on GitHub, superseded (its cluster was merged into another one's).
 DRAFT_STATUSES = ("pending", "approved", "rejected", "filed", "superseded")
+#: GitHub's longest issue title; the longest workaround collectors pass on; the most labels.
+MAX_TITLE = 256
+MAX_WORKAROUND = 1000
+MAX_LABELS = 20
 
 #: What ``drafts list --json`` gives of each draft, in this order (README, "Drafts, review and
 #: publishing"): the draft, the cluster's current demand (as of just after the newest report:
@@ -59,7 +71,13 @@ _FIGURES = (*_COUNTS, "trend", "regression", "score", "week", "as_of")
 
 
 class ReviewError(ValueError):
-    """A review action that cannot be done (unknown draft, wrong status, a bad edit)."""
+    """A review action that cannot be done (unknown draft, wrong status, a bad edit).
+    ``field`` names the edited field whose value was refused (None for any other refusal), so
+    that the desk can say which input was wrong rather than that the action was refused."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def list_drafts(
@@ -147,9 +165,12 @@ def edit_form(draft: dict[str, Any]) -> str:
 
 
 def parse_form(text: str) -> dict[str, Any]:
-    head, separator, body = text.partition(f"{SEPARATOR}\n")
-    if not separator:
+    """The fields of an edited form (:func:`edit_form`); :func:`save_fields` checks them."""
+    # The separator is a line of its own: a field that merely contains it is no separator.
+    found = re.search(rf"^{re.escape(SEPARATOR)}\n", text, re.MULTILINE)
+    if found is None:
         raise ReviewError(f"the line {SEPARATOR!r} is missing: it separates the fields from the body")
+    head, body = text[: found.start()], text[found.end():]
     fields: dict[str, Any] = {}
     for number, line in enumerate(head.splitlines(), start=1):
         if not line.strip():
@@ -158,10 +179,6 @@ def parse_form(text: str) -> dict[str, Any]:
         if not colon or name.strip() not in _HEADERS:
             raise ReviewError(f"line {number}: expected one of {', '.join(h + ':' for h in _HEADERS)} (got {line[:40]!r})")
         fields[name.strip()] = value.strip()
-    if not fields.get("title"):
-        raise ReviewError("title: must not be empty")
-    if not body.strip():
-        raise ReviewError("body: must not be empty")
     fields["labels"] = [label.strip() for label in fields.get("labels", "").split(",") if label.strip()]
     fields["workaround"] = fields.get("workaround") or None
     fields["body"] = body
@@ -169,13 +186,29 @@ def parse_form(text: str) -> dict[str, Any]:
 
 
 def save_edit(warehouse: Warehouse, draft_id: int, actor: str, text: str) -> list[str]:
-    """Store an edited form; returns the names of the fields that changed."""
+    """Store an edited text form (``drafts edit``); returns the names of the fields that changed."""
+    _require(get_draft(warehouse, draft_id), _EDITABLE, "edited")  # said before a bad form
+    return save_fields(warehouse, draft_id, actor, parse_form(text))
+
+
+def save_fields(warehouse: Warehouse, draft_id: int, actor: str, fields: dict[str, Any]) -> list[str]:
+    """Store an edit given field by field (``title``, ``labels``, ``workaround``, ``body``), as
+    the desk's form sends them and :func:`save_edit` parses them; returns the names of the
+    fields that changed. Each field is checked here, whoever edits, so that no title GitHub
+    refuses and no invisible or bidirectional control character reaches an issue or the
+    workaround agents are shown; a refusal is a :class:`ReviewError` naming the field."""
     draft = get_draft(warehouse, draft_id)
-    _require(draft, ("pending", "approved", "rejected", "filed"), "edited")
-    fields = parse_form(text)
-    if cluster_of(fields["body"]) != draft["cluster_id"]:
-        fields["body"] = f"{marker(draft['cluster_id'])}\n{fields['body']}"
-    changed = [name for name in ("title", "labels", "workaround", "body") if fields[name] != draft[name]]
+    _require(draft, _EDITABLE, "edited")
+    body = _body(fields.get("body"))
+    if cluster_of(body) != draft["cluster_id"]:
+        body = f"{marker(draft['cluster_id'])}\n{body}"
+    checked: dict[str, Any] = {
+        "title": _line("title", fields.get("title"), MAX_TITLE, required=True),
+        "labels": _labels(fields.get("labels") or []),
+        "workaround": _line("workaround", fields.get("workaround"), MAX_WORKAROUND) or None,
+        "body": body,
+    }
+    changed = [name for name in ("title", "labels", "workaround", "body") if checked[name] != draft[name]]
     if not changed:
         return []
     now = now_utc()
@@ -184,7 +217,49 @@ def save_edit(warehouse: Warehouse, draft_id: int, actor: str, text: str) -> lis
             # A maintainer's edit is the answer to "still quotes an erased report" (stale).
             """UPDATE drafts SET title = ?, labels = ?, workaround = ?, body = ?, edited = true, updated_at = ?,
                    stale = false WHERE id = ?""",
-            [fields["title"], fields["labels"], fields["workaround"], fields["body"], now, draft_id],
+            [checked["title"], checked["labels"], checked["workaround"], checked["body"], now, draft_id],
         )
         record_action(warehouse, draft_id, "edited", actor, {"fields": changed})
     return changed
+
+
+def _line(name: str, value: object, limit: int, required: bool = False) -> str:
+    """One printable line of at most ``limit`` characters (surrounding spaces dropped)."""
+    text = str(value or "").strip()
+    if required and not text:
+        raise ReviewError(f"{name}: must not be empty", name)
+    if len(text) > limit:
+        raise ReviewError(f"{name}: at most {limit:,} characters (got {len(text):,})", name)
+    return _printable(name, text)
+
+
+def _printable(name: str, text: str) -> str:
+    """``text`` when every character is printable: no line break, NUL, or invisible and
+    bidirectional control (U+202E would show a title reversed)."""
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise ReviewError(f"{name}: one line of printable characters (it has U+{ord(bad):04X})", name)
+    return text
+
+
+def _labels(given: list[str]) -> list[str]:
+    labels = [str(label).strip() for label in given]
+    if len(labels) > MAX_LABELS:
+        raise ReviewError(f"labels: at most {MAX_LABELS}", "labels")
+    check = TypeAdapter(Label)
+    for label in labels:
+        try:
+            check.validate_python(label)
+        except ValidationError:
+            raise ReviewError(f"labels: {label[:60]!r}: a GitHub label is 1 to 50 characters", "labels") from None
+        _printable("labels", label)
+    return labels
+
+
+def _body(value: object) -> str:
+    body = str(value or "")
+    if not body.strip():
+        raise ReviewError("body: must not be empty", "body")
+    if len(body) > MAX_BODY:
+        raise ReviewError(f"body: at most {MAX_BODY:,} characters (got {len(body):,})", "body")
+    return body

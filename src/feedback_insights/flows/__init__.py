@@ -15,8 +15,9 @@ Logs say what each stage did, in counts; never a report's text.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from prefect import Task, flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
@@ -24,8 +25,11 @@ from prefect.schedules import Cron, Interval, Schedule
 
 from ..config import Config, ConfigError, FlowsConfig, load
 from ..warehouse import exclusive
-from ._local_server import ServerError, local_server, stop_on_signals
+from ._local_server import LocalServer, ServerError, interrupted_if_gone, local_server, stop_on_signals
 from ._runners import task_runner
+
+if TYPE_CHECKING:
+    from ..digest import Digest, Written
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,6 +40,16 @@ SCHEDULE_SETTING = {"ingest": "ingest", "insights": "insights", "publish": "publ
 
 def _config(config: str | None) -> Config:
     return load(Path(config) if config else None)
+
+
+def _turn(cfg: Config, flow_name: str) -> AbstractContextManager[None]:
+    """The warehouse, after whoever works on it now (another flow, a maintainer's command):
+    a flow waits as long as it takes, and says once, as a warning, whom it waits for."""
+
+    def waiting(holder: str) -> None:
+        get_run_logger().warning("waiting for %s to finish with the warehouse", holder)
+
+    return exclusive(cfg.warehouse.path, f"the {flow_name} flow", on_wait=waiting)
 
 
 def _retrying(stage: Task[P, R], retries: bool) -> Task[P, R]:
@@ -68,7 +82,7 @@ def pull_sources(cfg: Config) -> dict[str, Any]:
 @flow(name="ingest")
 def ingest_flow(config: str | None = None, retries: bool = True) -> dict[str, Any]:
     cfg = _config(config)
-    with exclusive(cfg.warehouse.path):
+    with _turn(cfg, "ingest"):
         return _retrying(pull_sources, retries)(cfg)
 
 
@@ -97,7 +111,7 @@ def on_task_runner(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
 
 def cluster(cfg: Config) -> dict[str, str]:
     """Not a task itself: its shards are the tasks, submitted from the flow to its runner."""
-    from ..clusters import MiniLMEmbedder, cluster_assist, cluster_new_records
+    from ..clusters import cluster_assist, cluster_new_records, embedder_for
     from ..drafts import merge_clusters
     from ..warehouse import Warehouse
 
@@ -107,7 +121,7 @@ def cluster(cfg: Config) -> dict[str, str]:
 
     with Warehouse(cfg.warehouse.path) as warehouse, cluster_assist(cfg.llm, merge=merge) as assist:
         run = cluster_new_records(
-            warehouse, MiniLMEmbedder(cfg.embedding), cfg.clustering,
+            warehouse, embedder_for(cfg.embedding), cfg.clustering,
             map_shards=on_task_runner, shard_size=cfg.flows.shard_size, assist=assist,
         )
     logger = get_run_logger()
@@ -141,7 +155,7 @@ def insights_flow(config: str | None = None, retries: bool = True) -> dict[str, 
     """Reads the configuration, then runs the stages as a subflow on the configured task
     runner: a deployment loads this flow by name, so the runner cannot be fixed in advance."""
     cfg = _config(config)
-    with exclusive(cfg.warehouse.path):
+    with _turn(cfg, "insights"):
         return insights_stages.with_options(task_runner=task_runner(cfg.flows))(config, retries)
 
 
@@ -169,24 +183,38 @@ def publish_drafts(cfg: Config) -> str:
 @flow(name="publish")
 def publish_flow(config: str | None = None, retries: bool = True) -> str:
     cfg = _config(config)
-    with exclusive(cfg.warehouse.path):
+    with _turn(cfg, "publish"):
         return _retrying(publish_drafts, retries)(cfg)
 
 
-@task(name="write digest", cache_policy=NO_CACHE, **NETWORK_RETRIES)
-def write_digest(cfg: Config, week: str | None) -> list[str]:
+@task(name="write digest", cache_policy=NO_CACHE)
+def write_digest(cfg: Config, week: str | None) -> Written:
     from ..digest import write_digest as write
 
-    paths = [str(p) for p in write(cfg, week)]
-    get_run_logger().info("digest: %s", ", ".join(paths))
-    return paths
+    done = write(cfg, week)
+    get_run_logger().info("digest: %s", ", ".join(str(p) for p in done.paths))
+    return done
+
+
+@task(name="send digest", cache_policy=NO_CACHE, **NETWORK_RETRIES)
+def send_digest(cfg: Config, digest: Digest) -> list[str]:
+    """Off the warehouse's turn (taken only to record what was sent): a retry waits minutes,
+    and sends only the channels that have not had the digest."""
+    from ..digest import send_digest as send
+
+    done = send(cfg, digest, lambda: _turn(cfg, "weekly-digest"))
+    get_run_logger().info("digest sent by %s%s", ", ".join(done.sent) or "no channel",
+                          "".join(f"; already sent by {where}" for where in done.skipped))
+    return done.sent
 
 
 @flow(name="weekly-digest")
 def digest_flow(config: str | None = None, week: str | None = None, retries: bool = True) -> list[str]:
     cfg = _config(config)
-    with exclusive(cfg.warehouse.path):
-        return _retrying(write_digest, retries)(cfg, week)
+    with _turn(cfg, "weekly-digest"):
+        done = write_digest(cfg, week)
+    _retrying(send_digest, retries)(cfg, done.digest)
+    return [str(p) for p in done.paths]
 
 
 def schedule(settings: FlowsConfig, name: str) -> Schedule:
@@ -202,10 +230,12 @@ FLOWS: dict[str, Any] = {"ingest": ingest_flow, "insights": insights_flow, "publ
 __all__ = [
     "FLOWS",
     "SCHEDULE_SETTING",
+    "LocalServer",
     "ServerError",
     "digest_flow",
     "ingest_flow",
     "insights_flow",
+    "interrupted_if_gone",
     "local_server",
     "publish_flow",
     "schedule",

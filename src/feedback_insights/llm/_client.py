@@ -8,6 +8,7 @@ and records why. It sits below every stage so that drafting and clustering share
 
 from __future__ import annotations
 
+import re
 from typing import Any, Self
 
 import httpx
@@ -61,7 +62,7 @@ class ChatClient:
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise LLMError(f"the LLM endpoint answered without a completion: {response.text[:200]!r}") from None
+            raise LLMError(f"the LLM endpoint answered without a completion{_described(response)}") from None
         if not isinstance(content, str):
             raise LLMError("the LLM endpoint answered a completion without text content")
         return content
@@ -78,5 +79,24 @@ class ChatClient:
         except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded
             raise LLMError(f"the LLM endpoint's answer could not be read: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
-            raise LLMError(f"the LLM endpoint refused the request ({response.status_code}): {response.text[:200]}")
+            raise LLMError(f"the LLM endpoint refused the request ({response.status_code}){_described(response)}")
         return response
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _described(response: httpx.Response) -> str:
+    """What an endpoint's answer says about itself that is safe to keep: the ``type`` and
+    ``code`` of an OpenAI-style error object when they are plain identifiers. Never the body's
+    free text: endpoints echo the prompt (report text) or part of the key in it, and this
+    message is logged and stored (``cluster_llm_calls.error``, the drafts' call log)."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(error, dict):
+        return ""
+    said = [f"{key} {value}" for key in ("type", "code") if isinstance(value := error.get(key), str)
+            and _IDENTIFIER.fullmatch(value)]
+    return f": {', '.join(said)}" if said else ""

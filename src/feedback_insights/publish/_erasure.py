@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clusters import MiniLMEmbedder, demand, describe_stale
+from ..clusters import demand, describe_stale
 from ..config import Config
 from ..core import now_utc
 from ..drafts import PIPELINE_ACTOR, draft_input, record_action, redraft_erased, render_body, render_emptied
@@ -85,7 +85,7 @@ def forget(config: Config, warehouse: Warehouse, keys: list[tuple[str, str]], ac
     """Erase ``keys`` everywhere now; with a ``tracker``, filed issues too (else the next
     publish run does it)."""
     run = ForgetRun(erase_records(warehouse.con, keys, actor, reason))
-    run.described = describe_stale(warehouse, MiniLMEmbedder.model_id)
+    run.described = describe_stale(warehouse)
     drafted = redraft_erased(config, warehouse)
     run.redrafted, run.to_edit = drafted.rerendered, drafted.to_edit
     if tracker is not None:

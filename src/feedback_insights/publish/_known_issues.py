@@ -5,6 +5,11 @@ object (id, title, status, url, the maintainer's workaround) and how to recognis
 in new reports: the member record ids it holds, and fingerprints (service, tool, the cluster's
 key terms) for reports it has not seen. A delivery is re-sent only when what would be sent
 changes (a status, a workaround, new members) or when the last attempt failed.
+
+An entry a collector holds that would no longer be sent is withdrawn (``DELETE``): the issue
+was closed as a duplicate of another (its cluster merged into the survivor's, whose entry now
+lists the reports), or the collector's reports all left its cluster. Left in place, it would
+tell agents about an issue nobody tracks any more.
 """
 
 from __future__ import annotations
@@ -29,8 +34,16 @@ _FILED = """
 SELECT d.id AS draft_id, d.cluster_id, d.title, d.issue_url, d.workaround,
        coalesce(d.known_status, 'acknowledged') AS status, c.service, c.key_terms, c.top_tools
 FROM drafts d JOIN clusters c ON c.id = d.cluster_id
-WHERE d.status = 'filed'
+WHERE d.status = 'filed' AND d.superseded_by IS NULL
 ORDER BY d.id
+"""
+
+#: Entries delivered (and not withdrawn since), with the cluster their id names.
+_DELIVERED = """
+SELECT k.draft_id, k.collector, d.cluster_id
+FROM known_issue_deliveries k JOIN drafts d ON d.id = k.draft_id
+WHERE k.delivered_at IS NOT NULL AND k.status IS DISTINCT FROM 'withdrawn'
+ORDER BY k.draft_id, k.collector
 """
 
 _MEMBERS = """
@@ -84,7 +97,8 @@ def deliver_known_issues(config: Config, warehouse: Warehouse, collectors: Mappi
             "SELECT draft_id, collector, payload_sha256, error FROM known_issue_deliveries"
         ).fetchall()
     }
-    for draft_id, collector, issue, match in payloads(config, warehouse):
+    current = payloads(config, warehouse)
+    for draft_id, collector, issue, match in current:
         digest = hashlib.sha256(orjson.dumps([issue, match], option=orjson.OPT_SORT_KEYS)).hexdigest()
         if delivered.get((draft_id, collector)) == (digest, None):
             result.unchanged += 1
@@ -98,7 +112,29 @@ def deliver_known_issues(config: Config, warehouse: Warehouse, collectors: Mappi
             continue
         _record(warehouse, draft_id, collector, digest, issue["status"], None)
         result.sent += 1
+    _withdraw(config, warehouse, collectors, {(c[0], c[1]) for c in current}, result)
     return result
+
+
+def _withdraw(config: Config, warehouse: Warehouse, collectors: Mapping[str, CollectorClient],
+              current: set[tuple[int, str]], result: SinkResult) -> None:
+    """DELETE the entries collectors hold that are no longer sent; a failure is retried next run.
+    A collector no longer configured is out of reach and left as it is."""
+    for draft_id, collector, cluster_id in warehouse.con.execute(_DELIVERED).fetchall():
+        if (draft_id, collector) in current or collector not in collectors:
+            continue
+        issue_id = f"{config.github.known_issue_prefix}{cluster_id}"
+        try:
+            collectors[collector].delete_known_issue(issue_id)
+        except CollectorError as exc:
+            result.errors.append(f"known_issue {issue_id} → {collector}: not withdrawn: {exc}")
+            warehouse.con.execute("UPDATE known_issue_deliveries SET error = ? WHERE draft_id = ? AND collector = ?",
+                                  [str(exc), draft_id, collector])
+            continue
+        warehouse.con.execute(
+            """UPDATE known_issue_deliveries SET payload_sha256 = NULL, status = 'withdrawn', delivered_at = ?,
+               error = NULL WHERE draft_id = ? AND collector = ?""", [now_utc(), draft_id, collector])
+        result.withdrawn += 1
 
 
 def _record(warehouse: Warehouse, draft_id: int, collector: str, digest: str | None, status: str, error: str | None) -> None:

@@ -21,11 +21,12 @@ from ..warehouse import Warehouse
 
 @dataclass(slots=True)
 class SinkResult:
-    """What a sink did: deliveries made, deliveries it had no reason to repeat, and one line
-    per failure."""
+    """What a sink did: deliveries made, deliveries it had no reason to repeat, entries it took
+    back, and one line per failure."""
 
     sent: int = 0
     unchanged: int = 0
+    withdrawn: int = 0
     errors: list[str] = field(default_factory=list)
 
 

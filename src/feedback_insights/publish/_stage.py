@@ -45,6 +45,8 @@ class PublishRun:
     duplicates: list[tuple[int, str, str]] = field(default_factory=list)
     #: Filed issues whose cluster grew materially: a demand-update comment was posted.
     updates: list[tuple[int, int]] = field(default_factory=list)
+    #: A dry run: ``would_file`` holds what would be filed, and nothing was changed.
+    dry_run: bool = False
     would_file: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     #: What each sink did, by its registered name.
@@ -66,14 +68,20 @@ class PublishRun:
         return self.sinks.get("write_back", SinkResult()).sent
 
     def line(self) -> str:
-        if self.would_file:
-            return f"dry run: would file {len(self.would_file)} issues"
+        if self.dry_run:
+            repos, count = sorted({item["repo"] for item in self.would_file}), len(self.would_file)
+            return (f"dry run: would file {count} issue{'' if count == 1 else 's'}"
+                    + (f" (on {', '.join(repos)})" if repos else "")
+                    + (f", {len(self.skipped)} skipped" if self.skipped else "")
+                    + (f", {len(self.errors)} with no repository" if self.errors else ""))
         others = "".join(f", {name}: {r.sent} sent" for name, r in self.sinks.items() if name not in ("known_issues", "write_back"))
         return (
             f"{len(self.filed)} filed, {len(self.adopted)} found already filed, "
             f"{len(self.status_changes)} status changes, {len(self.updates)} demand updates, "
             f"{self.deliveries.sent} known_issue updates sent "
-            f"({self.deliveries.unchanged} unchanged), {self.written_back} rows written back{others}"
+            f"({self.deliveries.unchanged} unchanged"
+            + (f", {self.deliveries.withdrawn} withdrawn" if self.deliveries.withdrawn else "")
+            + f"), {self.written_back} rows written back{others}"
             + (f", {len(self.duplicates)} closed as duplicates" if self.duplicates else "")
             + (f", {len(self.bodies_rewritten)} issue bodies rewritten after an erasure" if self.bodies_rewritten else "")
         )
@@ -89,24 +97,21 @@ def publish(
     """File, sync, then tell every sink. ``collectors`` are the clients of the HTTP sources
     that take known issues, by name. ``dry_run`` lists what would be filed and changes nothing
     (no tracker needed)."""
-    run = PublishRun()
+    run = PublishRun(dry_run=dry_run)
     approved = warehouse.con.sql(_DRAFTS, params={"status": "approved"}).pl().to_dicts()
+    # One decision for the run and its dry run: the same drafts, to the same repositories.
+    targets = [(draft, repo) for draft in approved if (repo := _target(config, draft, run))]
     if dry_run:
         run.would_file = [
-            {"draft": d["id"], "repo": config.github.repo_for(d["service"]), "title": d["title"],
+            {"draft": d["id"], "repo": repo, "title": d["title"],
              "labels": list(dict.fromkeys([*d["labels"], config.github.marker_label])), "body": d["body"]}
-            for d in approved
+            for d, repo in targets
         ]
         return run
     if tracker is None:
         raise ValueError("publishing needs an IssueTracker unless dry_run")
-    for draft in approved:
-        if draft["cluster_status"] in ("merged", "ignored"):
-            # Filing it would duplicate the cluster it was merged into, or file what was silenced.
-            where = f" into {draft['merged_into']}" if draft["merged_into"] else ""
-            run.skipped.append(f"draft {draft['id']}: cluster {draft['cluster_id']} was {draft['cluster_status']}{where} after approval; not filed")
-            continue
-        _file(config, warehouse, tracker, draft, run)
+    for draft, repo in targets:
+        _file(config, warehouse, tracker, draft, repo, run)
     duplicates = mark_duplicates(warehouse, tracker, lambda draft: _ours(config, draft))
     run.duplicates = duplicates.marked
     run.errors.extend(duplicates.errors)
@@ -141,11 +146,23 @@ def publish_configured(config: Config, dry_run: bool = False) -> PublishRun:
         return publish(config, warehouse, tracker, clients, dry_run=dry_run)
 
 
-def _file(config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], run: PublishRun) -> None:
+def _target(config: Config, draft: dict[str, Any], run: PublishRun) -> str | None:
+    """The repository an approved draft is filed on, or None with the reason noted in ``run``:
+    one decision for a run and its dry run, so ``--dry-run`` says what the run will do."""
+    if draft["cluster_status"] in ("merged", "ignored"):
+        # Filing it would duplicate the cluster it was merged into, or file what was silenced.
+        where = f" into {draft['merged_into']}" if draft["merged_into"] else ""
+        run.skipped.append(f"draft {draft['id']}: cluster {draft['cluster_id']} was {draft['cluster_status']}{where} after approval; not filed")
+        return None
     repo = config.github.repo_for(draft["service"])
     if repo is None:
         run.errors.append(f"draft {draft['id']}: no repository for service {draft['service']!r}: set github.repos or github.default_repo")
-        return
+    return repo
+
+
+def _file(
+    config: Config, warehouse: Warehouse, tracker: IssueTracker, draft: dict[str, Any], repo: str, run: PublishRun
+) -> None:
     try:
         state, created = tracker.file_once(repo, draft["cluster_id"], draft["title"], draft["body"], draft["labels"])
     except GitHubError as exc:

@@ -65,8 +65,11 @@ def erase_records(
         texts = [row[0] for row in con.execute(_UNSHARED_TEXTS).fetchall()]
         if texts:
             con.execute("DELETE FROM embeddings WHERE text_sha256 IN (SELECT unnest(?))", [texts])
-            # An LLM's problem statement paraphrases the report: it goes with the report's vector.
-            con.execute("DELETE FROM problem_statements WHERE embedded_sha256 IN (SELECT unnest(?))", [texts])
+            # An LLM's problem statement paraphrases the report: it goes with the report's vector,
+            # whether the report was last embedded with it or (a run or rebuild without statements)
+            # as its bare text.
+            con.execute("""DELETE FROM problem_statements
+                           WHERE embedded_sha256 IN (SELECT unnest($1)) OR text_sha256 IN (SELECT unnest($1))""", [texts])
         for name in ("cluster_members", "record_signals", "record_status_history"):
             con.execute(f"DELETE FROM {name} t USING erased_keys k WHERE t.collector = k.collector AND t.id = k.id")
         result.quarantined = len(con.execute(_QUARANTINE).fetchall())

@@ -1,0 +1,34 @@
+"""The review desk (``feedback-insights desk``): where it listens and who is reviewing."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+
+from ._base import Strict
+
+#: Where the desk listens unless told otherwise: this machine only, so no token is needed.
+DEFAULT_DESK_HOST = "127.0.0.1"
+DEFAULT_DESK_PORT = 8790
+
+
+class DeskConfig(Strict):
+    """The review desk's address and audit name. On an address other than the loopback one the
+    desk refuses to start unless the token variable is set; reviewers then log in with it."""
+
+    host: str = Field(DEFAULT_DESK_HOST, min_length=1, description="address to bind (--host overrides)")
+    port: int = Field(DEFAULT_DESK_PORT, ge=1, le=65535, description="port to listen on (--port overrides)")
+    token_env: str = Field(
+        "FEEDBACK_INSIGHTS_DESK_TOKEN", min_length=1,
+        description="environment variable holding the login token (required off 127.0.0.1)",
+    )
+    reviewer: str | None = Field(
+        None, min_length=1, max_length=64,
+        description="who decisions are recorded as without a login (default: $FEEDBACK_INSIGHTS_USER or login)",
+    )
+    session_hours: float = Field(12.0, gt=0, le=24 * 30, description="how long a login lasts")
+
+    def token(self) -> str | None:
+        """The login token from the environment (None: unset or empty, no login)."""
+        return os.environ.get(self.token_env) or None

@@ -1,0 +1,199 @@
+"""The clusters' pages: the demand table, one cluster with its reports, and the corrections
+(merge, split, move, ignore, unignore): the library functions ``clusters …`` calls, recorded
+with the reviewer and the time, and followed through to the drafts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Annotated, Any
+
+import polars as pl
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import RedirectResponse, Response
+
+from ..clusters import VIEWS, CorrectionError, demand
+from ..config import Config
+from ..drafts import (
+    ChatClient,
+    Correction,
+    DraftError,
+    cluster_drafts,
+    draft_cluster,
+    ignore_cluster,
+    merge_clusters,
+    move_records,
+    split_cluster,
+)
+from ..warehouse import Warehouse
+from . import _forms
+from ._errors import NotFound, Refused
+from ._pages import page as render
+from ._pages import web_link
+from ._security import Posted, session_of
+
+router = APIRouter()
+
+ClusterId = Annotated[int, Path(ge=1, le=_forms.MAX_ID)]
+#: The statuses the table filters on; "" is every live one but the ignored (as ``clusters list``).
+STATUSES = ("open", "ignored", "fixed", "wont_fix", "all")
+
+_CLUSTER = """SELECT id, view, status, merged_into, label, service, polarity, confidence,
+                     coalesce(needs_review, false) AS needs_review, config_version, medoid_collector, medoid_id
+              FROM clusters WHERE id = ?"""
+_REPORTS = """
+SELECT r.collector, r.id, r.received_at, r.source, r.severity, r.outcome, r.account IS NULL AS anonymous,
+       coalesce(r.summary, r.goal, '') AS summary, r.detail, r.status IS NOT DISTINCT FROM 'dismissed' AS dismissed,
+       m.assigned_by
+FROM cluster_members m JOIN records r USING (collector, id)
+WHERE m.cluster_id = ? ORDER BY r.received_at DESC, r.id
+"""
+#: Where this cluster's reports may go or come from: live clusters of its view and service.
+_NEIGHBOURS = """
+SELECT id, polarity, label FROM clusters
+WHERE view = ? AND service IS NOT DISTINCT FROM ? AND id <> ? AND status NOT IN ('merged', 'dissolved')
+ORDER BY id
+"""
+_ACTIONS = """SELECT action, cluster_id, other_id, records, reason, actor, acted_at FROM cluster_actions
+              WHERE cluster_id = ? OR other_id = ? ORDER BY id"""
+#: The most reports one cluster page lists.
+REPORTS_SHOWN = 500
+
+
+@router.get("/clusters")
+def table(request: Request, view: str = "reports", status: str = "", service: str = "", review: str = "") -> Response:
+    """The demand table: distinct accounts this week, last week and in all, reports, trend,
+    confidence and the cluster's issue."""
+    chosen_view = _forms.choice("view", view, VIEWS) or "reports"
+    chosen = _forms.choice("status", status, STATUSES)
+    needs = _forms.choice("review", review, ("yes", "no"))
+    desk = request.app.state.desk
+    with desk.turns.open() as warehouse:
+        frame = demand(warehouse, view=chosen_view, half_life_days=desk.config.demand.half_life_days)
+        drafts = cluster_drafts(warehouse)
+    week = frame["week"][0] if frame.height else None
+    services = sorted(s for s in frame["service"].unique().to_list() if s) if frame.height else []
+    if frame.height:
+        if chosen is None:
+            frame = frame.filter(pl.col("status") != "ignored")
+        elif chosen != "all":
+            frame = frame.filter(pl.col("status") == chosen)
+        if service:
+            frame = frame.filter(pl.col("service") == service)
+        if needs is not None:
+            frame = frame.filter(pl.col("needs_review") == (needs == "yes"))
+        frame = frame.join(drafts, on="cluster_id", how="left", maintain_order="left")
+    rows = [row | {"issue_link": web_link(row.get("issue_url"))} for row in frame.to_dicts()]
+    return render(request, "clusters.html.j2", clusters=rows, week=week, services=services, views=VIEWS,
+                  statuses=STATUSES, chosen={"view": chosen_view, "status": status, "service": service, "review": review})
+
+
+@router.get("/clusters/{cluster_id}")
+def cluster(request: Request, cluster_id: ClusterId) -> Response:
+    desk = request.app.state.desk
+    with desk.turns.open() as warehouse:
+        found = _cluster(warehouse, cluster_id)
+        if found["status"] == "merged" and found["merged_into"] is not None:
+            session_of(request).flash.append(f"cluster {cluster_id} was merged into {found['merged_into']}")
+            return RedirectResponse(f"/clusters/{found['merged_into']}", status_code=303)
+        figures = demand(warehouse, view=found["view"], half_life_days=desk.config.demand.half_life_days).filter(
+            cluster_id=cluster_id)
+        drafted = cluster_drafts(warehouse).filter(cluster_id=cluster_id).to_dicts()
+        reports = _rows(warehouse, _REPORTS, [cluster_id])
+        neighbours = _rows(warehouse, _NEIGHBOURS, [found["view"], found["service"], cluster_id])
+        actions = _rows(warehouse, _ACTIONS, [cluster_id, cluster_id])
+    return render(
+        request, "cluster.html.j2", cluster=found, figures=figures.row(0, named=True) if figures.height else None,
+        drafts=[d | {"issue_link": web_link(d["issue_url"])} for d in drafted],
+        reports=reports[:REPORTS_SHOWN], more=max(0, len(reports) - REPORTS_SHOWN), actions=actions,
+        mergeable=[n for n in neighbours if n["polarity"] == found["polarity"]], targets=neighbours,
+    )
+
+
+@router.post("/clusters/{cluster_id}/merge")
+def merge(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    other, why = _forms.identifier(form, "other"), _forms.reason(form)
+    return _correct(request, cluster_id, lambda c, w, who, llm: merge_clusters(c, w, cluster_id, other, who, why, llm),
+                    lambda _: f"merged cluster {other} into {cluster_id}")
+
+
+@router.post("/clusters/{cluster_id}/split")
+def split(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    chosen, why = _forms.records(form), _forms.reason(form)
+    return _correct(request, cluster_id, lambda c, w, who, llm: split_cluster(c, w, cluster_id, chosen, who, why, llm),
+                    lambda done: f"split {len(chosen)} reports off cluster {cluster_id} into new cluster "
+                                 f"{done.new_cluster}")
+
+
+@router.post("/clusters/{cluster_id}/move")
+def move(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    chosen, to, why = _forms.records(form), _forms.identifier(form, "to"), _forms.reason(form)
+    return _correct(request, cluster_id, lambda c, w, who, llm: move_records(c, w, chosen, to, who, why, llm),
+                    lambda _: f"moved {len(chosen)} reports into cluster {to}")
+
+
+@router.post("/clusters/{cluster_id}/ignore")
+def ignore(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    why = _forms.reason(form)
+    return _correct(request, cluster_id, lambda c, w, who, llm: ignore_cluster(c, w, cluster_id, who, True, why, llm),
+                    lambda _: f"ignored cluster {cluster_id}")
+
+
+@router.post("/clusters/{cluster_id}/unignore")
+def unignore(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    why = _forms.reason(form)
+    return _correct(request, cluster_id, lambda c, w, who, llm: ignore_cluster(c, w, cluster_id, who, False, why, llm),
+                    lambda _: f"cluster {cluster_id} is open again")
+
+
+@router.post("/clusters/{cluster_id}/draft")
+def draft(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """``drafts create``: a cluster the drafting stage leaves (it needs review, or has too few
+    accounts yet) drafted because a reviewer looked at it."""
+    desk = request.app.state.desk
+    who = desk.access.reviewer(session_of(request))
+    with _llm(desk.config) as client, desk.turns.open() as warehouse:
+        _cluster(warehouse, cluster_id)
+        try:
+            draft_id = draft_cluster(desk.config, warehouse, cluster_id, who, client)
+        except DraftError as exc:
+            raise Refused(str(exc), back=f"/clusters/{cluster_id}") from None
+    session_of(request).flash = [f"drafted cluster {cluster_id} as draft {draft_id}: review it here"]
+    return RedirectResponse(f"/drafts/{draft_id}", status_code=303)
+
+
+Action = Callable[[Any, Warehouse, str, ChatClient | None], Correction]
+
+
+def _correct(request: Request, cluster_id: int, action: Action, headline: Callable[[Correction], str]) -> Response:
+    """Run a correction as ``clusters …`` does (LLM-assisted re-rendering when ``[llm]`` is
+    configured), then show what it did to the drafts on the cluster's page."""
+    desk = request.app.state.desk
+    who = desk.access.reviewer(session_of(request))
+    with _llm(desk.config) as client, desk.turns.open() as warehouse:
+        _cluster(warehouse, cluster_id)
+        try:
+            done = action(desk.config, warehouse, who, client)
+        except CorrectionError as exc:
+            raise Refused(str(exc), back=f"/clusters/{cluster_id}") from None
+    session_of(request).flash = [headline(done), *done.lines()]
+    return RedirectResponse(f"/clusters/{cluster_id}", status_code=303)
+
+
+def _llm(config: Config) -> AbstractContextManager[ChatClient | None]:
+    """The configured LLM's client for the drafts a correction re-renders, closed after; none
+    without ``[llm]``."""
+    return ChatClient(config.llm) if config.llm else nullcontext()
+
+
+def _cluster(warehouse: Warehouse, cluster_id: int) -> dict[str, Any]:
+    found = _rows(warehouse, _CLUSTER, [cluster_id])
+    if not found:
+        raise NotFound(f"no cluster {cluster_id}", back="/clusters")
+    return found[0]
+
+
+def _rows(warehouse: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    cursor = warehouse.con.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
