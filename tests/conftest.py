@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
@@ -121,3 +125,26 @@ def sample_copy(clustered: Path, folder: Path) -> Path:
     target = folder / "feedback.duckdb"
     shutil.copyfile(clustered, target)
     return target
+
+
+@pytest.fixture
+def hook() -> Iterator[tuple[list[dict], str]]:
+    """A chat webhook on 127.0.0.1 that takes every post: what it was posted, and its URL."""
+    received: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield received, f"http://127.0.0.1:{server.server_address[1]}/hook"
+    finally:
+        server.shutdown()

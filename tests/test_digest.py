@@ -189,31 +189,14 @@ def test_the_markdown_quotes_agents_inert(warehouse: Warehouse) -> None:
     assert f"# What agents told us · {WEEK}" in markdown
 
 
-def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Warehouse, tmp_path: Path) -> None:
-    received: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Warehouse, tmp_path: Path, hook) -> None:
+    received, url = hook
     warehouse.checkpoint()  # the command opens its own copy: a DuckDB file has one writer
     shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
     (tmp_path / "feedback-insights.toml").write_text(
         '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
     )
-    try:
-        done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path,
-                       env={**os.environ, "FI_HOOK": f"http://127.0.0.1:{server.server_address[1]}/hook"})
-    finally:
-        server.shutdown()
+    done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path, env={**os.environ, "FI_HOOK": url})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / f"digest-{WEEK}.html").is_file() and (tmp_path / "out" / f"digest-{WEEK}.md").is_file()
     with Warehouse(tmp_path / "feedback.duckdb") as wh:

@@ -11,7 +11,6 @@ import base64
 import datetime as dt
 import email
 import io
-import json
 import os
 import shutil
 import socket
@@ -23,7 +22,6 @@ from contextlib import contextmanager
 from email.message import EmailMessage
 from email.policy import default
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -342,29 +340,6 @@ def _smtp(box: Inbox, **options: object) -> Iterator[int]:
         yield port
     finally:
         server.stop()
-
-
-@pytest.fixture
-def hook() -> Iterator[tuple[list[dict], str]]:
-    """A chat webhook on 127.0.0.1 that takes every post: what it was posted, and its URL."""
-    received: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield received, f"http://127.0.0.1:{server.server_address[1]}/hook"
-    finally:
-        server.shutdown()
 
 
 def _command_folder(warehouse: Warehouse, folder: Path, port: int) -> Path:

@@ -55,6 +55,13 @@ ConfigOption = Annotated[
 ]
 ByOption = Annotated[str | None, typer.Option("--by", help="Who is acting (default: $FEEDBACK_INSIGHTS_USER or login).")]
 ReasonOption = Annotated[str | None, typer.Option("--reason", help="Why, kept with the action.")]
+#: The stateless file commands' input (``cluster``, ``embed``): any file every command reads.
+InputFileOption = Annotated[Path, typer.Option(
+    "--input", "-i", exists=True, dir_okay=False,
+    help="JSON Lines, a JSON array or Parquet: canonical records or {id, text} objects.")]
+TextFieldOption = Annotated[str, typer.Option(
+    "--text-field", help="Field holding the text (absent: compose from canonical fields).")]
+IdFieldOption = Annotated[str, typer.Option("--id-field", help="Field holding the id.")]
 
 T = TypeVar("T")
 

@@ -13,7 +13,10 @@ from rich.markup import escape
 from ._app import (
     ByOption,
     ConfigOption,
+    IdFieldOption,
+    InputFileOption,
     ReasonOption,
+    TextFieldOption,
     UserError,
     actor,
     app,
@@ -109,11 +112,10 @@ def cluster_with_progress(cfg: Config) -> None:
 
 @app.command("cluster")
 def cluster_file(
-    input: Annotated[Path, typer.Option("--input", "-i", exists=True, dir_okay=False,
-                                        help="JSONL: canonical records or {id, text} objects.")],
+    input: InputFileOption,
     output: Annotated[Path, typer.Option("--output", "-o", help="JSONL: one {id, cluster_id} line per input.")],
-    text_field: Annotated[str, typer.Option("--text-field", help="Field holding the text (absent: compose from canonical fields).")] = "text",
-    id_field: Annotated[str, typer.Option("--id-field", help="Field holding the id.")] = "id",
+    text_field: TextFieldOption = "text",
+    id_field: IdFieldOption = "id",
     config: ConfigOption = None,
 ) -> None:
     """Cluster a file with the pipeline's embedder and algorithm, without a warehouse."""

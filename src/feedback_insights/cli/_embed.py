@@ -7,19 +7,18 @@ from typing import Annotated
 
 import typer
 
-from ._app import ConfigOption, UserError, app, err, load_config
+from ._app import ConfigOption, IdFieldOption, InputFileOption, TextFieldOption, UserError, app, err, load_config
 
 
 @app.command("embed")
 def embed_file(
-    input: Annotated[Path, typer.Option("--input", "-i", exists=True, dir_okay=False,
-                                        help="JSON Lines, a JSON array or Parquet: canonical records or {id, text} objects.")],
+    input: InputFileOption,
     output: Annotated[Path, typer.Option("--output", "-o", help="Parquet: one row per input, id and its 384-d float32 vector.")],
-    text_field: Annotated[str, typer.Option("--text-field", help="Field holding the text (absent: compose from canonical fields).")] = "text",
-    id_field: Annotated[str, typer.Option("--id-field", help="Field holding the id.")] = "id",
+    text_field: TextFieldOption = "text",
+    id_field: IdFieldOption = "id",
     config: ConfigOption = None,
 ) -> None:
-    """Embed a file with the pipeline's embedder (``[embedding]``), without a warehouse; an input
+    """Embed a file with the pipeline's embedder ([embedding]), without a warehouse; an input
     with no text gets a null vector. The model id is in the file's metadata."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
