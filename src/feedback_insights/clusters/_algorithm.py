@@ -48,12 +48,19 @@ compilation per process, so neither is used directly. The steps:
    cluster's nearest insiders, or all its pairs, against its nearest outsiders — so they hold
    in corpora of tight and of broad problems alike; ``min_cohesion``, the merge thresholds
    and the joining rule are the absolute cosines.
+10. **A second chance** (after step 9 only, :func:`_second_chance`): the reports the gates
+    left out are offered to the clusters that passed them, as the next run would offer them
+    (below). A report attached in step 5 to a cluster that step 8's gate dissolved, or taken
+    out in step 9 from a cluster it then fits no worse than its neighbours, was otherwise
+    offered again only by the next run, so one run and two runs over the same reports differed.
 
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
 :func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it, or
 step 8's on smoothed vectors where the partition's clusters are large enough for step 8 (else
-they stay out; the joining rule already judges each on its own vector, as step 9 would); what
-is left is clustered among itself (steps 2–9), together with the earlier left-overs
+they stay out); on smoothed vectors each joiner must also pass step 9's re-check on its own
+vector (:func:`_recheck_joiners`), or a member step 9 took out would pass the joining rule and
+the gate in the next run and go back in; what
+is left is clustered among itself (steps 2–10), together with the earlier left-overs
 near a new report (a new cluster must hold one). Members never move, so cluster ids are stable
 by construction. Defaults and their measured effect: README, "Clusters and demand";
 ``benchmarks/cluster_quality.py`` and ``benchmarks/embed_text.py``.
@@ -67,14 +74,15 @@ its matrix of all pairs); the projection is fitted on a sample of :data:`PCA_SAM
 The cost of one partition then grows near-linearly instead of with n² (at 50,000 reports
 the exact searches for nearest outsiders alone took 270 of 306 s). Below the threshold
 nothing changes: the labels of the benchmark corpora, all smaller, are those of the exact
-path; forcing the index on them moves BCubed F1 by at most 0.007
+path; forcing the index on them moves BCubed F1 by at most 0.004 (0.007 with revision 2)
 (``benchmarks/cluster_scale.py``).
 
 **Revisions** (``settings.algorithm``; each clustering version names its own, so a warehouse
 clustered by an old version goes on clustering with that version's steps): revision 1 (issue 17)
 smooths towards one fewer neighbours than the median first-pass cluster has members, measured
 before the gate; gates smoothed clusters by all their pairs, as step 7; and has no step 9.
-Revision 2 (issue 18) is what the steps above describe.
+Revision 2 (issue 18) has no step 10 and does not re-check joiners. Revision 3 (issue 20) is
+what the steps above describe.
 """
 
 from __future__ import annotations
@@ -186,6 +194,7 @@ def _gate_joins(
     joins: np.ndarray,
     settings: ClusteringConfig,
     curated: np.ndarray | None = None,
+    beyond: np.ndarray | None = None,
 ) -> np.ndarray:
     """Undo the joins to any cluster that, grown by them, would fail the gate a new cluster must
     pass (step 7); those reports are clustered with the rest instead. Each newcomer passes the
@@ -193,13 +202,15 @@ def _gate_joins(
     run over everything at once would have dissolved: in a crowded corpus (bug reports sharing a
     template) that made incremental runs far less precise than one run over everything.
     ``curated`` clusters are exempt: a maintainer who merged two unalike clusters of one problem
-    made a cluster that fails the gate on purpose, and it must keep taking that problem's reports."""
+    made a cluster that fails the gate on purpose, and it must keep taking that problem's reports.
+    ``beyond``: vectors of the partition outside both sets (placed before), outsiders too."""
     joined = np.flatnonzero(joins >= 0)
     if len(joined) == 0:
         return joins
+    beyond = beyond if beyond is not None else np.empty((0, members.shape[1]), members.dtype)
     grown = np.isin(member_ids, joins[joined])
     vectors = np.vstack([members[grown], pending[joined]])
-    outsiders = np.vstack([members[~grown], pending[joins < 0]])
+    outsiders = np.vstack([members[~grown], pending[joins < 0], beyond])
     gate = settings
     reach = smoothing_reach(member_ids, settings.neighbours, settings)
     if reach:  # the clusters were cut and gated on smoothed vectors (step 8): judge them there too
@@ -207,9 +218,39 @@ def _gate_joins(
         vectors, outsiders, gate = everything[: len(vectors)], everything[len(vectors) :], _smoothed_gate(settings)
     ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders,
                         bool(reach) and settings.algorithm >= 2)
-    refused = ids[loose & ~np.isin(ids, curated if curated is not None else [])]
+    spared = curated if curated is not None else np.empty(0, np.int64)
     joins = joins.copy()
-    joins[joined[np.isin(joins[joined], refused)]] = -1
+    joins[joined[np.isin(joins[joined], ids[loose & ~np.isin(ids, spared)])]] = -1
+    if reach and settings.algorithm >= 3:
+        joins = _recheck_joiners(pending, members, member_ids, joins, settings, spared, beyond)
+    return joins
+
+
+def _recheck_joiners(
+    pending: np.ndarray, members: np.ndarray, member_ids: np.ndarray, joins: np.ndarray, settings: ClusteringConfig,
+    spared: np.ndarray, beyond: np.ndarray,
+) -> np.ndarray:
+    """Step 9 for the reports joining clusters cut on smoothed vectors (revision 3): a joiner
+    whose own ten nearest co-members are less alike to it than its ten nearest outsiders, by
+    more than ``member_separation``, is refused. Without it a report step 9 took out of a
+    cluster passed the joining rule and the cluster's gate on the next run and went back in:
+    an incremental run undid the re-check (at 50,000 records, two in three of the first run's
+    left-overs rejoined on the second)."""
+    judged = np.flatnonzero((joins >= 0) & ~np.isin(joins, spared))
+    if len(judged) == 0:
+        return joins
+    grown = np.isin(member_ids, joins[judged])
+    others = np.flatnonzero((joins >= 0) & ~np.isin(np.arange(len(joins)), judged))
+    vectors = np.vstack([members[grown], pending[judged]])
+    labels = np.concatenate([member_ids[grown], joins[judged]])
+    outsiders = np.vstack([members[~grown], pending[joins < 0], pending[others], beyond])
+    rows = np.arange(grown.sum(), len(vectors))
+    inside, outside = _inside_outside_similarity(
+        vectors, labels, outsiders, within=True, approximate_from=settings.approximate_from, rows=rows
+    )
+    stray = inside[rows] - outside[rows] < settings.member_separation
+    joins = joins.copy()
+    joins[judged[stray]] = -1
     return joins
 
 
@@ -257,7 +298,26 @@ def cluster_centred(vectors: np.ndarray, settings: ClusteringConfig, outsiders: 
     labels = _cut(vectors, smoothed, neighbours, settings, settings.smoothed_merge_similarity)
     revised = settings.algorithm >= 2
     labels = _dissolve_loose(smoothed, labels, _smoothed_gate(settings), smoothed_outsiders, smoothed=revised)
-    return _renumber(_recheck_members(vectors, labels, settings, outsiders) if revised else labels)
+    labels = _recheck_members(vectors, labels, settings, outsiders) if revised else labels
+    return _renumber(_second_chance(vectors, labels, settings, outsiders) if settings.algorithm >= 3 else labels)
+
+
+def _second_chance(
+    vectors: np.ndarray, labels: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None
+) -> np.ndarray:
+    """Step 10 (revision 3): the reports the gates left out are offered to the clusters that
+    passed them, as the next run would offer them: the joining rule, then the gate of the
+    clusters they grow and the re-check of each joiner (:func:`_gate_joins`). A report
+    attached early to a cluster that was then dissolved had no other chance, and the next run
+    gave it one: a run over everything at once and the same reports in two runs came apart."""
+    left, clustered = np.flatnonzero(labels < 0), np.flatnonzero(labels >= 0)
+    if len(left) == 0 or len(clustered) == 0:
+        return labels
+    joins = assign(vectors[left], vectors[clustered], labels[clustered], settings)
+    joins = _gate_joins(vectors[left], vectors[clustered], labels[clustered], joins, settings, beyond=outsiders)
+    labels = labels.copy()
+    labels[left] = joins
+    return labels
 
 
 def _cut(
@@ -728,12 +788,13 @@ def _loose(
 
 def _inside_outside_similarity(
     vectors: np.ndarray, labels: np.ndarray, outsiders: np.ndarray | None = None, within: bool = False,
-    k: int = 10, block: int = 2048, approximate_from: int | None = None,
+    k: int = 10, block: int = 2048, approximate_from: int | None = None, rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each clustered point's mean cosine to its ``k`` nearest co-members (only ``within``,
     else zeros) and to its ``k`` nearest points outside its own cluster, ``outsiders`` included
-    (-1 when there are none); unclustered points get 0, unused. From ``approximate_from`` points
-    in all on, the nearest come from an approximate index (:mod:`._neighbours`)."""
+    (-1 when there are none); unclustered points get 0, unused, and so do clustered points not
+    among ``rows`` when it is given. From ``approximate_from`` points in all on, the nearest come
+    from an approximate index (:mod:`._neighbours`)."""
     import torch
 
     if outsiders is not None and len(outsiders):
@@ -745,23 +806,34 @@ def _inside_outside_similarity(
         from ._neighbours import inside_outside
 
         inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))
-        members = np.flatnonzero(labels >= 0)
+        members = np.flatnonzero(labels >= 0) if rows is None else rows
         space = _reduce(everything, 64, fit_on=PCA_SAMPLE)  # the index searches a projection; cosines are the vectors'
         inside[members], outside[members] = inside_outside(everything, space, every_label, members, within, k)
         return inside, outside
     matrix = torch.from_numpy(np.ascontiguousarray(everything, dtype=np.float32))
-    label_t = torch.from_numpy(every_label)
     inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))
-    members = np.flatnonzero(labels >= 0)
+    members = np.flatnonzero(labels >= 0) if rows is None else rows
+    # Each row's co-members as (row, column) pairs, from the columns sorted by label: a row's
+    # cluster is one run of that order. Cheaper than a mask over every pair of the block.
+    order = np.argsort(every_label, kind="stable")
+    runs = every_label[order]
+    first, last = np.searchsorted(runs, every_label, "left"), np.searchsorted(runs, every_label, "right")
     for start in range(0, len(members), block):
-        rows = members[start : start + block]
-        scores = matrix[rows] @ matrix.T
-        same = label_t[rows][:, None] == label_t[None, :]
-        outside[rows] = _mean_top(scores.masked_fill(same, -float("inf")), k)
+        these = members[start : start + block]
+        scores = matrix[these] @ matrix.T
+        sizes = last[these] - first[these]
+        at = np.repeat(np.arange(len(these)), sizes)
+        within_run = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        column = order[np.repeat(first[these], sizes) + within_run]
+        at_t, column_t = torch.from_numpy(at), torch.from_numpy(column)
         if within:
-            own = scores.masked_fill(~same, -float("inf"))
-            own[torch.arange(len(rows)), torch.from_numpy(rows)] = -float("inf")  # not itself
-            inside[rows] = _mean_top(own, k)
+            own = torch.full((len(these), int(sizes.max())), -float("inf"))
+            alike = scores[at_t, column_t]
+            alike[torch.from_numpy(column == these[at])] = -float("inf")  # not itself
+            own[at_t, torch.from_numpy(within_run)] = alike
+            inside[these] = _mean_top(own, k)
+        scores[at_t, column_t] = -float("inf")
+        outside[these] = _mean_top(scores, k)
     return inside, outside
 
 

@@ -23,7 +23,6 @@ endpoint: symptom" — the tool when at least half the members name it — at mo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -84,8 +83,9 @@ PER_LENGTH = 6
 #: MMR's weight of relevance (similarity to the centroid) against redundancy.
 MMR_RELEVANCE = 0.85
 
-_CLAUSE = re.compile(r"[.!?;:,()\[\]{}\"“”`=]+(?:\s|$)|\n|\[REDACTED:[^\]]*\]|[()\[\]{}\"“”`=]")
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_'/.-]*[a-z0-9]|[a-z]")
+#: What ends a clause in lower-cased text (a scrubber placeholder too), and what a word is (Rust regex syntax, for Polars).
+_CLAUSE = r"[.!?;:,()\[\]{}\"“”`=]+(?:\s|$)|\n|\[redacted:[^\]]*\]|[()\[\]{}\"“”`=]"
+_TOKEN = r"[a-z0-9][a-z0-9_'/.-]*[a-z0-9]|[a-z]"
 
 
 def candidate_phrases(texts: pl.DataFrame, terms: dict[int, list[str]] | None = None,
@@ -94,24 +94,21 @@ def candidate_phrases(texts: pl.DataFrame, terms: dict[int, list[str]] | None = 
     ``phrase``, ``members`` (how many members use it): of each length, the ``per_length``
     n-grams most members use, and among as many, those holding most of the cluster's key
     ``terms`` (what sets it apart from the rest of its partition)."""
-    rows: list[tuple[int, int, str, int]] = []
-    for member, (cluster, text) in enumerate(texts.select("cluster", "text").iter_rows()):
-        if cluster is None or not text:
-            continue
-        seen = set()
-        for clause in _CLAUSE.split(text.lower()):
-            words = _TOKEN.findall(clause)
-            for length in range(1, 5):
-                for start in range(len(words) - length + 1):
-                    gram = words[start : start + length]
-                    if gram[0] in STOP_WORDS or gram[-1] in STOP_WORDS or not any(re.search("[a-z]{3}", w) for w in gram):
-                        continue
-                    seen.add((length, " ".join(gram)))
-        rows.extend((cluster, length, phrase, member) for length, phrase in seen)
-    if not rows:
+    words = (
+        texts.select("cluster", "text").with_row_index("member")
+        .filter(pl.col("cluster").is_not_null() & (pl.col("text").str.len_chars() > 0))
+        .select("cluster", "member", pl.col("text").str.to_lowercase().str.replace_all(_CLAUSE, "\x00")
+                .str.split("\x00").alias("clause"))
+        .explode("clause")
+        .with_row_index("clause_id")
+        .select("cluster", "member", "clause_id", pl.col("clause").str.extract_all(_TOKEN).alias("word"))
+        .explode("word")
+        .drop_nulls("word")
+        .with_columns(pl.col("word").is_in(_STOP_LIST).alias("stop"))
+    )
+    grams = pl.concat([_grams(words, length) for length in range(1, 5)])
+    if grams.is_empty():
         return pl.DataFrame(schema={"cluster": pl.Int64, "phrase": pl.String, "members": pl.UInt32})
-    grams = pl.DataFrame(rows, schema={"cluster": pl.Int64, "length": pl.Int64, "phrase": pl.String, "member": pl.Int64},
-                         orient="row")
     key = pl.DataFrame({"cluster": list((terms or {}).keys()), "terms": list((terms or {}).values())},
                        schema={"cluster": pl.Int64, "terms": pl.List(pl.String)})
     return (
@@ -124,6 +121,23 @@ def candidate_phrases(texts: pl.DataFrame, terms: dict[int, list[str]] | None = 
         .group_by("cluster", "length", maintain_order=True).head(per_length)
         .select("cluster", "phrase", "members")
     )
+
+
+_STOP_LIST = sorted(STOP_WORDS)
+
+
+def _grams(words: pl.DataFrame, length: int) -> pl.DataFrame:
+    """The ``length``-word n-grams of ``words`` (one row per word, in order, ``clause_id``
+    telling clauses apart) that stay within one clause, neither start nor end with a stop word
+    and hold a word of three letters or more. Shifts of the whole column, not per clause: a
+    window that crosses into the next clause is dropped by its ``clause_id``."""
+    last = -(length - 1)
+    return words.select(
+        pl.col("cluster").cast(pl.Int64), "member", pl.lit(length, pl.Int64).alias("length"),
+        pl.concat_str([pl.col("word").shift(-i) for i in range(length)], separator=" ").alias("phrase"),
+        ((pl.col("clause_id").shift(last) == pl.col("clause_id")) & ~pl.col("stop") & ~pl.col("stop").shift(last))
+        .alias("keep"),
+    ).filter(pl.col("keep") & pl.col("phrase").str.contains("[a-z]{3}")).drop("keep")
 
 
 def mmr(centroid: np.ndarray, phrases: np.ndarray, said: np.ndarray, top: int = 1,

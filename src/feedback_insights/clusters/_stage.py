@@ -27,7 +27,7 @@ from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import Placement, background, place
 from ._assist import StageAssist, embedded_text
 from ._backends import members_model, packaged
-from ._confidence import stored_confidence
+from ._confidence import ViewVectors, stored_confidence
 from ._embedding import (
     Embedder,
     MapShards,
@@ -58,7 +58,7 @@ ORDER BY r.received_at, r.collector, r.id
 """
 
 _MEMBERS = """
-SELECT m.cluster_id, c.service, c.polarity, e.vector,
+SELECT m.cluster_id, c.service, c.polarity, e.vector, m.text_sha256,
        EXISTS (SELECT 1 FROM cluster_actions a
                WHERE a.action IN ('merge', 'split', 'move') AND c.id IN (a.cluster_id, a.other_id)) AS curated
 FROM cluster_members m
@@ -172,7 +172,8 @@ def _run_view(
     with_text = with_text.with_columns(pl.Series("text_sha256", [text_sha256(t) for t in texts], pl.String))
     members = _members(con, embedder.model_id, view, embedder.dimensions)
     # One centre for the whole view: the background every report shares (see the algorithm, _algorithm.py).
-    centre = background(np.vstack([members.vectors, vectors]))
+    every = np.vstack([members.vectors, vectors])
+    centre = background(every)
     parts, shards = [], []
     for (service, polarity), part in with_text.with_row_index("row").group_by("service", "polarity", maintain_order=True):
         if not part.get_column("fresh").any():
@@ -187,7 +188,8 @@ def _run_view(
     no_text = pending.filter(pl.col("text").is_null() & pl.col("fresh"))
     with transaction(con):
         touched = _store(con, view, placements, no_text, summary, version.name)
-        describe(warehouse, embedder.model_id, view, touched, embedder)
+        held = ViewVectors(pl.concat([members.text_sha256, with_text.get_column("text_sha256")]), every, centre)
+        describe(warehouse, embedder.model_id, view, touched, embedder, held)
     if assist:
         assist.after_view(warehouse, embedder.model_id, view, touched)
 
@@ -265,6 +267,7 @@ class _Members:
     partition: np.ndarray
     keys: dict[tuple[str | None, str], int]
     curated: np.ndarray
+    text_sha256: pl.Series
 
     def of(self, service: str | None, polarity: str) -> np.ndarray:
         key = self.keys.get((service, polarity))
@@ -280,7 +283,8 @@ def _members(con: DuckDBPyConnection, model: str, view: str, dimensions: int) ->
     keys = {(service, polarity): index for service, polarity, index in keyed.unique("partition").iter_rows()}
     curated = table.column("curated").to_numpy(zero_copy_only=False).astype(bool)
     return _Members(vectors, table.column("cluster_id").to_numpy().astype(np.int64),
-                    keyed.get_column("partition").to_numpy(), keys, curated)
+                    keyed.get_column("partition").to_numpy(), keys, curated,
+                    pl.Series("text_sha256", table.column("text_sha256").to_pylist(), pl.String))
 
 
 def _new_cluster_ids(con: DuckDBPyConnection, view: str, service: str | None, polarity: str, count: int, now: datetime,
@@ -330,9 +334,11 @@ FROM (
 """
 
 
-def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int], embedder: Embedder | None = None) -> None:
+def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int], embedder: Embedder | None = None,
+             held: ViewVectors | None = None) -> None:
     """(Re)compute name, key terms, medoid, top tools and confidence of the given clusters, and
     record the clustering version of those that have none yet (made by a maintainer's split).
+    ``held``: the view's vectors and centre, when the caller has them at hand (a clustering run).
 
     The name is a phrase ranked with ``model``'s vectors (``_labels.py``); phrases not cached
     yet are embedded with ``embedder``, or with the packaged model, built only then, when
@@ -358,7 +364,7 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     main_tools = dict(con.execute(_MAIN_TOOL, {"view": view, "ids": ids}).fetchall())
     medoids, centroids = _medoids(con, model, view, ids)
     names = phrase_names(pl.concat(candidates), centroids, main_tools, _phrase_vectors(con, model, embedder))
-    confidences = stored_confidence(con, model, view, ids, _POLARITY)
+    confidences = stored_confidence(con, model, view, ids, _POLARITY, held=held)
     now = now_utc()
     rows = pa.table(
         {

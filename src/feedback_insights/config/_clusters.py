@@ -41,11 +41,11 @@ class ClusteringConfig(Strict):
     does; defaults measured by benchmarks/cluster_quality.py)."""
 
     version: str = Field(
-        "2", pattern=r"^[0-9]+$",
+        "3", pattern=r"^[0-9]+$",
         description="released defaults to start from (clusters/_versions.py; a warehouse keeps the version its clusters were made with until `clusters rebuild`)",
     )
     algorithm: int = Field(
-        2, ge=1, le=2,
+        3, ge=1, le=3,
         description="the revision of the algorithm's steps a version runs (clusters/_algorithm.py says what each adds)",
     )
     pca_dimensions: int = Field(64, ge=2, le=1024)
