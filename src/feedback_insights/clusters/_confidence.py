@@ -136,7 +136,7 @@ ORDER BY m.collector, m.id
 class ViewVectors:
     """A view's vectors a clustering run already holds (``text_sha256`` row for row with
     ``vectors``) and the view's centre: describing what the run touched need not load and centre
-    them again, which cost as much as a tenth of a small incremental run."""
+    every vector of the view a second time."""
 
     text_sha256: pl.Series
     vectors: np.ndarray

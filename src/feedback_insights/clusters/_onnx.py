@@ -159,10 +159,10 @@ class OnnxMiniLMEmbedder:
         key = (self.precision, self.threads)
         with _LOADING:
             if key not in _SESSIONS:
-                _SESSIONS[key] = self._new_session()
+                _SESSIONS[key] = self._new_sessions()
         return _SESSIONS[key]
 
-    def _new_session(self) -> tuple[list[Any], Any, int]:
+    def _new_sessions(self) -> tuple[list[Any], Any, int]:
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
