@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     import torch
 
 from ..config import ClusteringConfig
+from ._search import Scores
 
 
 @dataclass(slots=True)
@@ -280,7 +281,7 @@ def cluster_centred(vectors: np.ndarray, settings: ClusteringConfig, outsiders: 
     # Small sets get fewer neighbours: with k close to n every point shares every neighbour.
     k = min(settings.neighbours, max(2, round(np.sqrt(n))))
     # Identical rows are found before the projection, which may round them apart.
-    _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    twins = _twins(vectors)
     neighbours, sims = nearest_neighbours(_project(vectors, settings), k, twins=twins, approximate_from=settings.approximate_from)
     labels = _cut(vectors, vectors, neighbours, settings, settings.merge_similarity)
     if settings.algorithm >= 2:  # the reach is read from the clusters that passed the gate
@@ -361,7 +362,7 @@ def smoothing_reach(labels: np.ndarray, k: int, settings: ClusteringConfig) -> i
 def smooth(vectors: np.ndarray, reach: int, settings: ClusteringConfig) -> np.ndarray:
     """``vectors`` each pulled towards its ``reach`` nearest neighbours (step 8)."""
     reach = min(reach, len(vectors) - 1)
-    _, twins = np.unique(vectors, axis=0, return_inverse=True)
+    twins = _twins(vectors)
     neighbours, sims = nearest_neighbours(_project(vectors, settings), reach, twins=twins, approximate_from=settings.approximate_from)
     return _smooth_along(vectors, neighbours, sims, settings)
 
@@ -511,7 +512,7 @@ def nearest_neighbours(
     the rest come from the neighbours of one row per group. From ``approximate_from`` distinct
     rows on, those come from an approximate index (:mod:`._neighbours`)."""
     if twins is None:
-        _, twins = np.unique(vectors, axis=0, return_inverse=True)
+        twins = _twins(vectors)
     twins = np.asarray(twins).ravel()
     sizes = np.bincount(twins)
     if sizes.max() == 1:
@@ -551,25 +552,25 @@ def nearest_neighbours(
 
 
 def _topk(vectors: np.ndarray, k: int, block: int, approximate_from: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Blocked matrix products with ``torch.topk`` (numpy's argpartition was twice the whole
-    clustering time at 50k points); an approximate index from ``approximate_from`` rows on."""
+    """Blocked matrix products searched with ``torch.topk`` (numpy's argpartition was twice the
+    whole clustering time at 50k points), exact (:mod:`._search`); an approximate index from
+    ``approximate_from`` rows on."""
     if approximate_from is not None and len(vectors) >= approximate_from:
         from ._neighbours import knn
 
         return knn(vectors, k)
     import torch
 
-    matrix = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
+    search = Scores(vectors)
     n = len(vectors)
     indices = np.empty((n, k), dtype=np.int64)
     sims = np.empty((n, k), dtype=np.float32)
     for start in range(0, n, block):
-        scores = matrix[start : start + block] @ matrix.T
-        rows = torch.arange(scores.shape[0])
-        scores[rows, rows + start] = -float("inf")
-        values, found = torch.topk(scores, k, dim=1)
-        indices[start : start + block] = found.numpy()
-        sims[start : start + block] = values.numpy()
+        rows = np.arange(start, min(start + block, n))
+        scores = search.block(rows)
+        scores[torch.arange(len(rows)), torch.from_numpy(rows)] = -float("inf")
+        values, found = search.top(rows, scores, k)
+        indices[rows], sims[rows] = found.numpy(), values.numpy()
     return indices, sims
 
 
@@ -793,8 +794,9 @@ def _inside_outside_similarity(
     """Each clustered point's mean cosine to its ``k`` nearest co-members (only ``within``,
     else zeros) and to its ``k`` nearest points outside its own cluster, ``outsiders`` included
     (-1 when there are none); unclustered points get 0, unused, and so do clustered points not
-    among ``rows`` when it is given. From ``approximate_from`` points in all on, the nearest come
-    from an approximate index (:mod:`._neighbours`)."""
+    among ``rows`` when it is given. Below ``approximate_from`` points in all the search is exact
+    (:mod:`._search`: a bfloat16 pass rescored in float32 where the CPU has one); from it on, the
+    nearest come from an approximate index (:mod:`._neighbours`)."""
     import torch
 
     if outsiders is not None and len(outsiders):
@@ -810,41 +812,63 @@ def _inside_outside_similarity(
         space = _reduce(everything, 64, fit_on=PCA_SAMPLE)  # the index searches a projection; cosines are the vectors'
         inside[members], outside[members] = inside_outside(everything, space, every_label, members, within, k)
         return inside, outside
-    matrix = torch.from_numpy(np.ascontiguousarray(everything, dtype=np.float32))
-    inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))
     members = np.flatnonzero(labels >= 0) if rows is None else rows
-    # Each row's co-members as (row, column) pairs, from the columns sorted by label: a row's
-    # cluster is one run of that order. Cheaper than a mask over every pair of the block.
-    order = np.argsort(every_label, kind="stable")
-    runs = every_label[order]
-    first, last = np.searchsorted(runs, every_label, "left"), np.searchsorted(runs, every_label, "right")
-    for start in range(0, len(members), block):
-        these = members[start : start + block]
-        scores = matrix[these] @ matrix.T
+    inside, outside = np.zeros(len(vectors)), np.zeros(len(vectors))
+    if len(members) == 0:
+        return inside, outside
+    # Rows of one vector and one label are one *kind*, searched once and counted as many:
+    # a report filed again adds a row, not a search (the goals view is mostly repeats).
+    # Kinds come sorted by label, so a kind's co-member kinds are one run of them.
+    keys, kind_of, count = np.unique(
+        np.column_stack([every_label, _twins(everything)]), axis=0, return_inverse=True, return_counts=True
+    )
+    kind_of = kind_of.ravel()
+    kind_label, count_t = keys[:, 0], torch.from_numpy(count)
+    representative = np.empty(len(keys), np.int64)
+    representative[kind_of[::-1]] = np.arange(len(kind_of))[::-1]  # each kind's first row
+    search = Scores(everything[representative])
+    first, last = np.searchsorted(kind_label, kind_label, "left"), np.searchsorted(kind_label, kind_label, "right")
+    wanted = np.unique(kind_of[members])
+    kind_inside, kind_outside = np.zeros(len(keys)), np.zeros(len(keys))
+    for start in range(0, len(wanted), block):
+        these = wanted[start : start + block]
+        these_t = torch.from_numpy(these)
+        scores = search.block(these)
         sizes = last[these] - first[these]
         at = np.repeat(np.arange(len(these)), sizes)
         within_run = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        column = order[np.repeat(first[these], sizes) + within_run]
-        at_t, column_t = torch.from_numpy(at), torch.from_numpy(column)
+        column = np.repeat(first[these], sizes) + within_run
+        at_t, column_t, within_t = torch.from_numpy(at), torch.from_numpy(column), torch.from_numpy(within_run)
         if within:
-            own = torch.full((len(these), int(sizes.max())), -float("inf"))
+            shape = (len(these), int(sizes.max()))
+            own, columns = torch.full(shape, -float("inf"), dtype=scores.dtype), torch.zeros(shape, dtype=torch.int64)
             alike = scores[at_t, column_t]
-            alike[torch.from_numpy(column == these[at])] = -float("inf")  # not itself
-            own[at_t, torch.from_numpy(within_run)] = alike
-            inside[these] = _mean_top(own, k)
+            alike[torch.from_numpy((column == these[at]) & (count[column] == 1))] = -float("inf")  # not itself
+            own[at_t, within_t], columns[at_t, within_t] = alike, column_t
+            values, found = search.top(these, own, k, columns)
+            kind_inside[these] = _mean_of_rows(values, count_t[found] - (found == these_t[:, None]).long(), k)
         scores[at_t, column_t] = -float("inf")
-        outside[these] = _mean_top(scores, k)
+        values, found = search.top(these, scores, k)
+        kind_outside[these] = _mean_of_rows(values, count_t[found], k)
+    inside[members], outside[members] = kind_inside[kind_of[members]], kind_outside[kind_of[members]]
     return inside, outside
 
 
-def _mean_top(scores: torch.Tensor, k: int) -> np.ndarray:
-    """Row means of the ``k`` largest finite scores (-1 for a row with none)."""
-    import torch
+def _twins(vectors: np.ndarray) -> np.ndarray:
+    """A group id per row, the same for identical rows."""
+    rows = np.ascontiguousarray(vectors)
+    return np.unique(rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel(), return_inverse=True)[1].ravel()
 
-    values = torch.topk(scores, min(k, scores.shape[1]), dim=1).values.numpy()
-    finite = np.isfinite(values)
-    counts = finite.sum(axis=1)
-    return np.where(counts > 0, np.where(finite, values, 0).sum(axis=1) / np.maximum(counts, 1), -1.0)
+
+def _mean_of_rows(best: torch.Tensor, counts: torch.Tensor, k: int) -> np.ndarray:
+    """The mean of the ``k`` best rows' scores, from the best kinds' scores (``best``, best
+    first, ``-inf`` for none) and how many rows each kind stands for; -1 for a row with none."""
+    values = best.numpy().astype(np.float64)
+    weights = np.where(np.isfinite(values), counts.numpy(), 0)
+    before = np.cumsum(weights, axis=1) - weights
+    taken = np.clip(k - before, 0, weights)
+    total = taken.sum(axis=1)
+    return np.where(total > 0, (np.where(taken > 0, values, 0) * taken).sum(axis=1) / np.maximum(total, 1), -1.0)
 
 
 def _renumber(labels: np.ndarray) -> np.ndarray:

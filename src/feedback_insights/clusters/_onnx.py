@@ -9,10 +9,11 @@ temporary name and renamed, so two processes exporting at once (Dask workers) ne
 file.
 
 Encoding is what ``SentenceTransformer.encode`` does for this model — the model's own tokenizer
-(at most 256 tokens), mean pooling over the attention mask, L2 normalisation — in batches of
-texts sorted by length, so padding is short; with ``threads`` cores, as many sessions of one
-thread each take the batches in turn (the products of a batch of short texts are too small to
-keep two threads of one session busy: about 10 % faster on 2 cores, and a batch's vector no
+(at most 256 tokens), mean pooling over the attention mask, L2 normalisation — the texts
+tokenized once and batched by token count, so padding is short (about 20 % faster than
+batches sorted by characters, the same vectors); with ``threads`` cores, as many sessions of
+one thread each take the batches in turn (the products of a batch of short texts are too small
+to keep two threads of one session busy: about 10 % faster on 2 cores, and a batch's vector no
 longer depends on the thread count). Measured (``benchmarks/embed_speed.py``): cosine
 1.00000 against the torch path, 1.6–1.8× its speed on 2 cores. ``int8`` is ONNX Runtime's dynamic
 quantisation of the exported model: faster still, but different vectors (README, "Speed").
@@ -42,6 +43,7 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 _SESSIONS: dict[tuple[str, int], tuple[list[Any], Any, int]] = {}
 _LOADING = threading.Lock()
+_TOKENIZING = threading.Lock()
 
 
 def default_cache() -> Path:
@@ -184,18 +186,28 @@ class OnnxMiniLMEmbedder:
     def encode(self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         sessions, tokenizer, limit = self._load()
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        order = np.argsort([len(t) for t in texts], kind="stable")
+        if not texts:
+            return out
+        # Tokenized once, then batched by token count and padded on the right: sorting by
+        # characters left 16 % of a batch's tokens padding on report texts, by tokens 0.1 %.
+        with _TOKENIZING:  # a fast tokenizer sets its truncation on each call: one call at a time
+            tokens = tokenizer(list(texts), truncation=True, max_length=limit, return_attention_mask=False,
+                               return_token_type_ids=False)["input_ids"]
+        lengths = np.fromiter((len(t) for t in tokens), np.int64, len(tokens))
+        order = np.argsort(lengths, kind="stable")
         batches = [order[start : start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
-        progress, tokenizing = threading.Lock(), threading.Lock()
+        progress = threading.Lock()
 
         def work(session: Any, mine: list[np.ndarray]) -> None:
             for rows in mine:
-                with tokenizing:  # a fast tokenizer sets its padding and truncation on each call: one at a time
-                    tokens = tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=limit,
-                                       return_tensors="np")
-                hidden = session.run(None, {name: tokens[name].astype(np.int64) for name in _INPUTS})[0]
-                mask = tokens["attention_mask"][..., None].astype(np.float32)
-                pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+                ids = np.full((len(rows), int(lengths[rows].max())), tokenizer.pad_token_id, dtype=np.int64)
+                for line, row in enumerate(rows):
+                    ids[line, : lengths[row]] = tokens[row]
+                mask = (np.arange(ids.shape[1]) < lengths[rows][:, None]).astype(np.int64)
+                feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                hidden = session.run(None, feed)[0]
+                weights = mask[..., None].astype(np.float32)
+                pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
                 out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
                 if on_batch:
                     with progress:
