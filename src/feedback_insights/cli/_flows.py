@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 
 def _prefect_home(cfg: Config) -> Path:
     """Prefect's state beside the warehouse (unless PREFECT_HOME says otherwise): a home
-    directory that is not writable, or another Prefect's database there, is no concern."""
+    directory that is not writable, or another Prefect's database there, is no concern. A
+    temporary server on a fresh home migrates its database first, which on a loaded 2-core
+    machine took longer than Prefect's default 20 s wait: ``run`` failed before ingesting."""
     home = Path(os.environ.setdefault("PREFECT_HOME", str(cfg.warehouse.path.resolve().parent / ".prefect")))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     return home
 
 
