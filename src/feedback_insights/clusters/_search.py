@@ -55,9 +55,6 @@ class Scores:
             length = torch.linalg.vector_norm(self.exact, dim=1).max()
             self.slack = error * torch.linalg.vector_norm(self.low.float(), dim=1).max() + error.max() * length + _ACCUMULATION
 
-    def __len__(self) -> int:
-        return len(self.exact)
-
     def block(self, rows: np.ndarray) -> torch.Tensor:
         """Scores of ``rows`` against every row (bfloat16 on the fast path): the caller masks
         the pairs it leaves out with ``-inf`` before :meth:`top`."""
