@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from feedback_insights.clusters import Embedder, describe
-from feedback_insights.clusters._labels import NAME_CHARS, STOP_WORDS, candidate_phrases, mmr, name
+from feedback_insights.clusters._labels import NAME_CHARS, STOP_WORDS, candidate_phrases, key_terms, mmr, name
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import sample_copy
@@ -100,3 +100,33 @@ def test_the_sample_clusters_are_named_by_phrases_with_their_tool(clustered_samp
         describe(wh, "none", "reports", reports)
         plain = dict(wh.con.execute("SELECT id, label FROM clusters WHERE id IN (SELECT unnest(?))", [list(reports)]).fetchall())
         assert all(label and " · " not in label for label in plain.values())
+
+
+def test_key_terms_never_take_a_placeholder_for_a_word() -> None:
+    texts = pl.DataFrame({
+        "cluster": [1, 1, 2],
+        "text": ["It read back [REDACTED:us ssn:1] and pasted [REDACTED:anthropic key:2]",
+                 "It pasted [REDACTED:us ssn:1] into the answer", "Pagination repeats the cursor"],
+    })
+    terms = key_terms(texts)
+    assert "pasted" in terms[1] and not {"ssn", "anthropic", "key"} & set(terms[1])
+
+
+def test_names_and_key_terms_say_what_the_reports_say_not_the_reply(clustered_sample: Path, tmp_path: Path) -> None:
+    """RFC-026 maps the rated reply to ``actual``; a name or key term taken from it names what
+    the agent said ("customers in the renewals"), not the problem."""
+    with Warehouse(sample_copy(clustered_sample, tmp_path)) as wh:
+        rows = wh.con.execute(
+            """SELECT c.id, c.label, c.key_terms,
+                      lower(string_agg(concat_ws(' ', r.summary, r.detail, r.expected,
+                                                 CASE WHEN r.dialect <> 'rfc026' THEN r.actual END), ' ')) AS own,
+                      count(r.actual) FILTER (WHERE r.dialect = 'rfc026') AS replies
+               FROM clusters c JOIN cluster_members m ON m.cluster_id = c.id AND m.view = c.view
+               JOIN records r ON r.collector = m.collector AND r.id = m.id
+               WHERE c.view = 'reports' AND c.service = 'pags-console' AND c.status <> 'merged' GROUP BY ALL"""
+        ).fetchall()
+    assert sum(replies for *_, replies in rows) >= 10  # the clusters do hold rated replies
+    for cluster_id, label, terms, own, _ in rows:
+        phrase = label.split(": ", 1)[-1]
+        assert all(word in own for word in phrase.split(" ")), (cluster_id, label)
+        assert all(term in own for term in terms), (cluster_id, terms)

@@ -104,14 +104,28 @@ def text_sql(view: str, alias: str = "r", fields: tuple[str, ...] | None = None,
     fields = fields or (TEXT_COMPOSITION if reports else ("goal",))
     parts = [f"nullif(trim(replace({alias}.{f}, '_', ' '), {_SQL_BLANKS}), '')" for f in fields]
     for column, path, label in turn:
-        value = (f"CASE WHEN json_valid({alias}.{column}) AND json_type({alias}.{column}, '$.{path}') = 'VARCHAR' "
-                 f"THEN json_extract_string({alias}.{column}, '$.{path}') END")
-        parts.append(f"'{label}' || nullif(trim({value}, {_SQL_BLANKS}), '')")
+        parts.append(f"'{label}' || nullif(trim({_turn_value(alias, column, path)}, {_SQL_BLANKS}), '')")
     text = f"nullif(concat_ws(chr(10), {', '.join(parts)}), '')"
     if not reports:
         return text
     free = f"regexp_replace(concat_ws(' ', {', '.join(f'{alias}.{f}' for f in FREE_TEXT)}), '{PLACEHOLDER}', ' ', 'g')"
     return f"CASE WHEN len(regexp_extract_all({free}, '{WORD}')) >= {int(min_words)} THEN {text} END"
+
+
+def _turn_value(alias: str, column: str, path: str) -> str:
+    """SQL for one turn line's text (a string at ``path`` of a JSON column), else NULL."""
+    return (f"CASE WHEN json_valid({alias}.{column}) AND json_type({alias}.{column}, '$.{path}') = 'VARCHAR' "
+            f"THEN json_extract_string({alias}.{column}, '$.{path}') END")
+
+
+def own_words_sql(table: str) -> str:
+    """A star expression's ``REPLACE`` clause for ``table`` that sets each free-text field to NULL
+    where it only repeats the turn the report is about (RFC-026 maps the rated reply to
+    ``actual``): names and key terms are drawn from what the reports say, not from what the
+    agent replied ("customers in the renewals" names a reply, not a problem)."""
+    turn = ", ".join(_turn_value(table, column, path) for column, path, _ in TURN_CONTEXT)
+    fields = ", ".join(f"CASE WHEN {table}.{f} IN ({turn}) THEN NULL ELSE {table}.{f} END AS {f}" for f in FREE_TEXT)
+    return f"REPLACE ({fields})"
 
 
 def text_sha256(text: str) -> str:

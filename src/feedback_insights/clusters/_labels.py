@@ -41,6 +41,8 @@ STOP_WORDS = frozenset(
 )
 
 _WORD = r"[a-z][a-z0-9_]{2,}"
+#: A scrubber placeholder, lower-cased ("[redacted:us ssn:1]"): what was removed, not what was said.
+_PLACEHOLDER = r"\[redacted:[^\]]*\]"
 
 
 def key_terms(texts: pl.DataFrame, top: int = 5) -> dict[int, list[str]]:
@@ -49,7 +51,7 @@ def key_terms(texts: pl.DataFrame, top: int = 5) -> dict[int, list[str]]:
     words = (
         texts.select(
             pl.col("cluster").fill_null(-1),
-            pl.col("text").str.to_lowercase().str.extract_all(_WORD).alias("term"),
+            pl.col("text").str.to_lowercase().str.replace_all(_PLACEHOLDER, " ").str.extract_all(_WORD).alias("term"),
         )
         .explode("term")
         .drop_nulls("term")
@@ -84,7 +86,7 @@ PER_LENGTH = 6
 MMR_RELEVANCE = 0.85
 
 #: What ends a clause in lower-cased text (a scrubber placeholder too), and what a word is (Rust regex syntax, for Polars).
-_CLAUSE = r"[.!?;:,()\[\]{}\"“”`=]+(?:\s|$)|\n|\[redacted:[^\]]*\]|[()\[\]{}\"“”`=]"
+_CLAUSE = r"[.!?;:,()\[\]{}\"“”`=]+(?:\s|$)|\n|" + _PLACEHOLDER + r"|[()\[\]{}\"“”`=]"
 _TOKEN = r"[a-z0-9][a-z0-9_'/.-]*[a-z0-9]|[a-z]"
 
 

@@ -33,6 +33,7 @@ from ._embedding import (
     MapShards,
     embed_with_cache,
     in_process,
+    own_words_sql,
     text_sha256,
     text_sql,
     to_matrix,
@@ -43,7 +44,8 @@ from ._versions import LATEST, ClusteringVersion, in_force, recorded_version
 VIEWS = ("reports", "goals")
 
 
-#: The free text key terms are drawn from (the embedded text also names category and tool).
+#: The free text names and key terms are drawn from (the embedded text also names category and
+#: tool), each left out where it only repeats the turn the report is about (:func:`own_words_sql`).
 LABEL_FIELDS = ("summary", "detail", "expected", "actual")
 
 
@@ -315,12 +317,14 @@ def _store_members(con: DuckDBPyConnection, view: str, frame: pl.DataFrame, now:
 
 
 _DESCRIBE_TEXTS = """
-SELECT m.cluster_id AS cluster, {text} AS text
-FROM cluster_members m JOIN records r USING (collector, id)
-LEFT JOIN clusters c ON c.id = m.cluster_id
-WHERE m.view = $view AND coalesce(c.service, r.service) IS NOT DISTINCT FROM $service
-  AND coalesce(c.polarity, {polarity}) = $polarity  -- a moved report describes the cluster it was moved to
-  AND coalesce(c.status, '') <> 'merged'
+SELECT cluster, {text} AS text FROM (
+    SELECT m.cluster_id AS cluster, r.* {own_words}
+    FROM cluster_members m JOIN records r USING (collector, id)
+    LEFT JOIN clusters c ON c.id = m.cluster_id
+    WHERE m.view = $view AND coalesce(c.service, r.service) IS NOT DISTINCT FROM $service
+      AND coalesce(c.polarity, {polarity}) = $polarity  -- a moved report describes the cluster it was moved to
+      AND coalesce(c.status, '') <> 'merged'
+) r
 """
 
 _TOP_TOOLS = """
@@ -355,7 +359,7 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     for service, polarity in partitions:
         texts = con.sql(
             _DESCRIBE_TEXTS.format(text=text_sql(view, fields=LABEL_FIELDS if view == "reports" else None),
-                                   polarity=_POLARITY),
+                                   polarity=_POLARITY, own_words=own_words_sql("r")),
             params={"view": view, "service": service, "polarity": polarity},
         ).pl()
         terms.update(key_terms(texts))
