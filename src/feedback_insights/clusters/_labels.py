@@ -28,6 +28,8 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from ._embedding import PLACEHOLDER
+
 #: Words that say nothing about a problem, plus the scrubber's placeholders.
 STOP_WORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before
@@ -41,8 +43,8 @@ STOP_WORDS = frozenset(
 )
 
 _WORD = r"[a-z][a-z0-9_]{2,}"
-#: A scrubber placeholder, lower-cased ("[redacted:us ssn:1]"): what was removed, not what was said.
-_PLACEHOLDER = r"\[redacted:[^\]]*\]"
+#: A scrubber placeholder in lower-cased text ("[redacted:us ssn:1]"): what was removed, not what was said.
+_PLACEHOLDER = PLACEHOLDER.lower()
 
 
 def key_terms(texts: pl.DataFrame, top: int = 5) -> dict[int, list[str]]:
