@@ -338,6 +338,43 @@ def test_mcp_takes_only_post_refuses_web_pages_and_bounds_the_request(server: Ru
     assert huge.status_code == 413 and huge.headers["link"] == LINK
 
 
+#: What an MCP client POSTs; a stateless server needs no initialize first.
+RPC_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "authorization": f"Bearer {AGENT_KEY}"}
+MISSING = object()
+
+
+def rpc(server: RunningCollector, method: str, rpc_id: Any = MISSING, **params: Any) -> httpx.Response:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if rpc_id is not MISSING:
+        message["id"] = rpc_id
+    return httpx.post(server.url + "/mcp", content=json.dumps(message), headers=RPC_HEADERS)
+
+
+def test_a_call_whose_id_is_invalid_or_missing_is_an_invalid_request_and_stores_nothing(
+        server: RunningCollector) -> None:
+    """JSON-RPC 2.0: an id is a string or an integer (MCP: never null); a message without one is a
+    notification, which tools/call is not. The SDK alone answered all of these 202, empty."""
+    call_params = {"name": "submit_feedback", "arguments": SUBMISSION}
+    for rpc_id in (None, False, True, {}, [], 1.5, 2.0, MISSING):
+        for method, params in (("tools/call", call_params), ("tools/list", {})):
+            answer = rpc(server, method, rpc_id, **params)
+            assert answer.status_code == 400, (rpc_id, method, answer.status_code, answer.text)
+            assert answer.headers["content-type"] == "application/json" and answer.headers["link"] == LINK
+            body = answer.json()
+            assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", None, types.INVALID_REQUEST)
+            assert ("notification" if rpc_id is MISSING else "id") in body["error"]["message"], body
+    assert server.collector.store.count() == 0
+    # Notifications are still taken (202, empty), and valid ids are answered with themselves.
+    notified = rpc(server, "notifications/initialized")
+    assert (notified.status_code, notified.content) == (202, b"")
+    for rpc_id in (0, -7, 2**70, "", "call-1"):
+        answer = rpc(server, "tools/call", rpc_id, **call_params)
+        assert answer.status_code == 200 and answer.json()["id"] == rpc_id, (rpc_id, answer.text)
+        assert not answer.json()["result"]["isError"]
+    assert server.collector.store.count() == 5  # the first report and its retries
+
+
 def test_a_stalled_mcp_body_is_closed_within_the_body_timeout(tmp_path: Path) -> None:
     with running_collector(tmp_path, body_timeout=1.0) as server:
         head = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -13,6 +13,10 @@ as a tool error (``isError``) so the agent's model reads what to fix.
 The transport is stateless and answers in JSON: every request is one POST with one answer. The
 collector keeps no MCP session state and holds no stream open (``GET /mcp`` is 405), so a client
 can pin nothing in memory, and the slow-client bounds apply to ``/mcp`` as to any POST.
+
+A request whose ``id`` is not a string or an integer, or a request method sent without an id, is
+refused before the SDK sees it (:func:`not_a_request`): the SDK reads either as a notification and
+answers ``202`` with nothing done, so a ``tools/call`` would look accepted and be lost.
 """
 
 from __future__ import annotations
@@ -24,17 +28,19 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
+import pydantic_core
 from fastapi import Request, Response
 from mcp import MCPError, types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ._collector import Collector
-from ._http import error, too_deep, too_large, unavailable
+from ._http import error, json_response, too_deep, too_large, unavailable
 from ._middleware import log, where
-from ._submission import BodyReader, submit
+from ._submission import BodyReader, rpc_id, submit
 from ._tools import INSTRUCTIONS, TOOLS
 
 MCP_PATH = "/mcp"
@@ -82,6 +88,41 @@ def tool_result(response: Response) -> types.CallToolResult:
     if wait := response.headers.get("retry-after"):
         body["retry_after"] = int(wait)
     return types.CallToolResult(content=[types.TextContent(text=orjson.dumps(body).decode())], is_error=True)
+
+
+def not_a_request(message: Any) -> str | None:
+    """Why a JSON-RPC message is neither a request the server can answer nor a notification, or
+    None. JSON-RPC 2.0: a request's id is a string or an integer (MCP: never null), and a message
+    without one is a notification, which no answer reaches; MCP's notifications are the
+    ``notifications/…`` methods, so any other method without an id is a request the client can
+    never hear back from. Responses, batches and malformed messages are the SDK's to refuse."""
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    if "id" not in message:
+        method = message["method"]
+        if isinstance(method, str) and method.startswith("notifications/"):
+            return None
+        # The method is the client's text: not echoed.
+        return ("Invalid Request: a message without an id is a notification, and only notifications/ methods are "
+                "notifications; send this request with an id (a string or an integer)")
+    if rpc_id(message) is None:
+        return "Invalid Request: id must be a string or an integer (MCP: never null)"
+    return None
+
+
+async def read_all(receive: Receive) -> tuple[bytes, list[Message]]:
+    """The whole body, and the messages it came in, to hand on unchanged. Bounded by the
+    ``RequestBodyLimitMiddleware`` in front (and the protocol's body timeout)."""
+    messages, body = [], bytearray()
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    return bytes(body), messages
 
 
 def feedback_server(collector: Collector) -> Server[Any]:
@@ -136,6 +177,8 @@ class McpEndpoint:
         self.server = feedback_server(collector)
         self.max_request_bytes = transport_limit(collector.config.max_bytes)
         self._manager: StreamableHTTPSessionManager | None = None
+        # The SDK's own bounded reader, so a body is never held whole beyond the transport limit.
+        self._checked = RequestBodyLimitMiddleware(self._requests_only, self.max_request_bytes)
         # POST only: a stateless server has no stream for GET to open and no session to DELETE.
         self.route = Route(MCP_PATH, endpoint=self, methods=["POST"], include_in_schema=False)
 
@@ -158,4 +201,24 @@ class McpEndpoint:
             # and the collector serves no CORS, so only a browser page would send one.
             await error(403, "forbidden", "Requests from web pages are not accepted here")(scope, receive, send)
             return
-        await self._manager.handle_request(scope, receive, send)
+        await self._checked(scope, receive, send)
+
+    async def _requests_only(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse what :func:`not_a_request` names, as MCP's Streamable HTTP transport has it for
+        input the server cannot accept: 400, a JSON-RPC error with no id (-32600 Invalid
+        Request); hand everything else to the SDK, its body replayed."""
+        body, messages = await read_all(receive)
+        try:  # parsed as the SDK parses it: an integer id beyond 64 bits stays an integer
+            reason = not_a_request(pydantic_core.from_json(body))
+        except ValueError:  # the SDK answers a parse error
+            reason = None
+        if reason is not None:
+            refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": reason}}
+            await json_response(refusal, 400)(scope, receive, send)
+            return
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        assert self._manager is not None
+        await self._manager.handle_request(scope, replay, send)
