@@ -6,11 +6,24 @@ codes to exceptions, its redirects and its timeouts. Faults can be injected per 
 the one that makes exactly-once hard: the write happened but the client never heard back.
 
 Strict where GitHub is strict (each shape as GitHub sends it, per its REST docs and the answers
-quoted in public bug reports): 422 "Validation Failed" for a title over 256 characters, a body
-over 65,536 or a label name over 50; the rate limit headers on every answer and a 403 once the
-hour's quota is used up; 301 from a transferred issue to its new home. Injectable: 403 "Resource
-not accessible by integration", 404, 410 "Issues are disabled", primary limits (403 or 429,
-``X-RateLimit-Remaining: 0``, no Retry-After) and secondary limits with and without Retry-After.
+quoted in public bug reports): 422 "Validation Failed" for a title over 256 characters, a body or
+comment over 65,536 or a label name over 50; the rate limit headers on every answer and a 403 once
+the hour's quota is used up; 301 from a transferred issue to its new home; for a renamed
+repository, 301 to reads and 307 to writes, pointing at ``/repositories/{id}``.
+
+Tokens act for users with a role on each repository (read, triage, write, maintain, admin; the
+repository's ``permissions`` say which). As on GitHub, labels, assignees and a milestone sent by a
+token without triage access are dropped silently, the issue is still created; creating labels
+needs push access, and a change a token may not make is answered 404, as GitHub hides it.
+
+Secondary rate limits, per user, as GitHub documents them: more than 80 content-creating requests
+(POST, PATCH, PUT, DELETE) a minute or 500 an hour, or more than 100 requests at once, are
+answered 403 "You have exceeded a secondary rate limit" with Retry-After, and nothing is done. The
+windows run on the fake's clock, which tests may share with the publisher (:class:`VirtualClock`).
+
+Injectable: 403 "Resource not accessible by integration", 404, 410 "Issues are disabled",
+primary limits (403 or 429, ``X-RateLimit-Remaining: 0``, no Retry-After) and secondary limits
+with and without Retry-After.
 """
 
 from __future__ import annotations
@@ -18,10 +31,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import re
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +63,13 @@ LABEL_LIMIT = 50
 # A token's primary rate limit: requests per hour-long window.
 RATE_LIMIT = 5000
 RATE_WINDOW = 3600
+#: GitHub's secondary limits on content-creating requests: (requests, seconds) per user.
+WRITE_LIMITS = ((80, 60.0), (500, 3600.0))
+#: Requests GitHub serves at once, for one user, before it refuses more.
+MAX_CONCURRENT = 100
+#: Repository roles, weakest first.
+ROLES = ("read", "triage", "write", "maintain", "admin")
+_WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 # Labels that GitHub creates on the fly (named in an issue but not defined yet) get this colour.
 AUTO_LABEL_COLOR = "ededed"
 FAULT_KINDS = frozenset(
@@ -96,6 +118,13 @@ class _HttpError(Exception):
     def __init__(self, status: int, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.reply = _error(status, message, **extra)
+
+
+class _NotAllowed(_HttpError):
+    """A change the token may not make: GitHub answers 404, hiding what it may not touch."""
+
+    def __init__(self) -> None:
+        super().__init__(404, "Not Found")
 
 
 class _Moved(Exception):
@@ -161,6 +190,21 @@ class _Fault:
 
 
 @dataclass
+class _User:
+    """Who a token acts for, and its role on each repository."""
+
+    login: str
+    id: int
+    role: str  # on a repository not in ``roles``
+    roles: dict[int, int] = field(default_factory=dict)  # repository id → index in ROLES
+
+    def may(self, repo: _Repo, role: str) -> bool:
+        """Whether the user's role on ``repo`` is ``role`` or stronger."""
+        held = self.roles.get(repo.id, ROLES.index(self.role))
+        return held >= ROLES.index(role)
+
+
+@dataclass
 class _Issue:
     id: int
     number: int
@@ -169,10 +213,13 @@ class _Issue:
     labels: list[str]  # names of the repository's labels, in the order they were attached
     created_at: datetime
     updated_at: datetime
+    user: _User
     state: str = "open"
     state_reason: str | None = None
     closed_at: datetime | None = None
     comments: list[dict[str, Any]] = field(default_factory=list)
+    assignees: list[str] = field(default_factory=list)
+    milestone: int | None = None
 
 
 @dataclass
@@ -181,6 +228,7 @@ class _Repo:
     full_name: str
     issues: dict[int, _Issue] = field(default_factory=dict)
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # label JSON by name
+    milestones: dict[int, str] = field(default_factory=dict)  # number → title
     # Issue numbers are never reused, even after a transfer took one away.
     numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     # Transferred issues: old number → (repository id, number) where they live now.
@@ -192,6 +240,23 @@ class _Request:
     path: str  # as sent, percent-encoded, without the query string
     query: dict[str, str]
     body: dict[str, Any]
+    caller: _User
+
+
+class VirtualClock:
+    """Seconds that pass only when someone sleeps: shared by the fake's rate limit windows and
+    the publisher's pacing, a test keeps GitHub's real limits and still runs in milliseconds."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self.waits: list[float] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self._now += max(seconds, 0.0)
 
 
 class GitHubFake:
@@ -200,13 +265,25 @@ class GitHubFake:
     State is only touched under the lock: the server answers each connection in its own thread.
     """
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.url = url
         self.token = token
         self.requests: list[tuple[str, str]] = []
+        #: Writes refused by a secondary rate limit: (method, path).
+        self.secondary_limited: list[tuple[str, str]] = []
+        #: (requests, seconds): the secondary limits on each user's content-creating requests.
+        self.write_limits = WRITE_LIMITS
+        self.max_concurrent = MAX_CONCURRENT
+        self._clock = clock
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._repos: dict[str, _Repo] = {}
+        # A renamed repository's old name → its id.
+        self._renamed: dict[str, int] = {}
+        self._tokens = {token: _User(LOGIN, USER_ID, "admin")}
+        self._user_ids = itertools.count(USER_ID + 1)
+        self._writes: dict[str, deque[float]] = {}
+        self._in_flight = 0
         self._faults: list[_Fault] = []
         #: The token's requests per hour; tests lower it to use the quota up.
         self.rate_limit = RATE_LIMIT
@@ -224,9 +301,12 @@ class GitHubFake:
                 ("PATCH", rf"{repo}/issues/(\d+)", self._edit_issue),
                 ("POST", rf"{repo}/issues/(\d+)/comments", self._create_comment),
                 ("GET", rf"{repo}/issues/(\d+)/comments", self._list_comments),
+                ("GET", rf"{repo}/issues/comments/(\d+)", self._get_comment),
+                ("PATCH", rf"{repo}/issues/comments/(\d+)", self._edit_comment),
                 ("GET", rf"{repo}/labels", self._list_labels),
                 ("POST", rf"{repo}/labels", self._create_label),
                 ("GET", rf"{repo}/labels/([^/]+)", self._get_label),
+                ("GET", rf"{repo}/milestones/(\d+)", self._get_milestone),
             ]
         ]
 
@@ -235,6 +315,44 @@ class GitHubFake:
     def add_repo(self, full_name: str) -> None:
         with self._lock:
             self._repos[full_name] = _Repo(next(self._ids), full_name)
+
+    def add_token(self, token: str, login: str, role: str = "write") -> None:
+        """Another token, acting for the user ``login`` with ``role`` on every repository."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; one of {ROLES}")
+        with self._lock:
+            self._tokens[token] = _User(login, next(self._user_ids), role)
+
+    def grant(self, token: str, full_name: str, role: str) -> None:
+        """Give the token's user ``role`` on one repository (its role elsewhere is kept)."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; one of {ROLES}")
+        with self._lock:
+            self._tokens[token].roles[self._repos[full_name].id] = ROLES.index(role)
+
+    def rename_repo(self, full_name: str, new_name: str) -> None:
+        """The owner renames the repository: its old name redirects from now on, as GitHub's does."""
+        with self._lock:
+            repo = self._repos.pop(full_name)
+            repo.full_name = new_name
+            self._repos[new_name] = repo
+            self._renamed[full_name] = repo.id
+            for label in repo.labels.values():
+                label["url"] = f"{self.url}/repos/{new_name}/labels/{quote(label['name'], safe='')}"
+
+    def add_milestone(self, full_name: str, title: str) -> int:
+        """A maintainer creates a milestone; its number."""
+        with self._lock:
+            milestones = self._repos[full_name].milestones
+            number = len(milestones) + 1
+            milestones[number] = title
+            return number
+
+    def edit_comment(self, full_name: str, comment_id: int, body: str) -> None:
+        """A maintainer edits a comment on github.com (its author stays who wrote it)."""
+        with self._lock:
+            comment = _comment(self._repos[full_name], str(comment_id))
+            comment.update(body=body, updated_at=_iso(_now()))
 
     def repo_id(self, full_name: str) -> int:
         with self._lock:
@@ -299,7 +417,7 @@ class GitHubFake:
         with self._lock:
             source, target = self._repos[full_name], self._repos[to]
             issue = source.issues.pop(number)
-            moved = dataclasses.replace(issue, number=next(target.numbers))
+            moved = dataclasses.replace(issue, number=next(target.numbers), milestone=None)
             moved.labels = self._attach(target, issue.labels)
             moved.updated_at = _now()
             target.issues[moved.number] = moved
@@ -322,32 +440,65 @@ class GitHubFake:
     # The HTTP side.
 
     def serve(self, method: str, target: str, authorization: str | None, body: bytes) -> _Reply:
-        """Answer one request: record it, check the token and the quota, then fail it if a fault
-        matches. Every authenticated answer carries the rate limit headers."""
+        """Answer one request: record it, check the token, the quota and the secondary limits,
+        then fail it if a fault matches. Every authenticated answer carries the rate limit
+        headers."""
         with self._lock:
             self.requests.append((method, target))
-            if authorization not in (f"token {self.token}", f"Bearer {self.token}"):
+            scheme, _, token = (authorization or "").partition(" ")
+            caller = self._tokens.get(token) if scheme in ("token", "Bearer") else None
+            if caller is None:
                 return _error(401, "Bad credentials")
             quota = self._spend()
             if quota is None:
                 return _primary_limit(403, self.rate_limit, self._window_reset)
+            limited = self._secondary_limit(caller, method)
+            if limited is not None:
+                self.secondary_limited.append((method, urlsplit(target).path))
+                status, payload, headers = limited
+                return status, payload, {**quota, **headers}
             fault = self._take_fault(method, urlsplit(target).path)
-        status, payload, headers = self._answer(fault, method, target, body)
+            self._in_flight += 1
+        try:
+            status, payload, headers = self._answer(fault, method, target, body, caller)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
         return status, payload, {**quota, **headers}
 
-    def _answer(self, fault: _Fault | None, method: str, target: str, body: bytes) -> _Reply:
+    def _answer(self, fault: _Fault | None, method: str, target: str, body: bytes, caller: _User) -> _Reply:
         if fault is None:
-            return self._route(method, target, body)
+            return self._route(method, target, body, caller)
         # The sleeps are outside the lock: other requests go on meanwhile.
         if fault.kind == "timeout_after_effect":
-            reply = self._route(method, target, body)
+            reply = self._route(method, target, body, caller)
             time.sleep(fault.delay)
-            return reply  # too late, the client has given up
+            return reply  # too late, unless the client waits longer than the delay
         if fault.kind == "server_error_after_effect":
-            self._route(method, target, body)
+            self._route(method, target, body, caller)
         if fault.kind == "timeout_before_effect":
             time.sleep(fault.delay)
         return _fault_reply(fault, self.rate_limit)
+
+    def _secondary_limit(self, caller: _User, method: str) -> _Reply | None:
+        """GitHub's 403 when the user has too many requests in flight, or too many writes in a
+        window (Retry-After: until the oldest leaves it); a refused write is not counted."""
+        if self._in_flight >= self.max_concurrent:
+            return _error(403, SECONDARY_RATE_LIMIT)
+        if method not in _WRITES:
+            return None
+        now = self._clock()
+        sent = self._writes.setdefault(caller.login, deque())
+        longest = max(window for _, window in self.write_limits)
+        while sent and sent[0] <= now - longest:
+            sent.popleft()
+        for limit, window in self.write_limits:
+            inside = [moment for moment in sent if moment > now - window]
+            if len(inside) >= limit:
+                wait = inside[-limit] + window - now
+                return _error(403, SECONDARY_RATE_LIMIT, {"Retry-After": str(math.ceil(wait))})
+        sent.append(now)
+        return None
 
     def _spend(self) -> dict[str, str] | None:
         """Count the request against the hour's quota: its rate limit headers, or None when
@@ -369,9 +520,12 @@ class GitHubFake:
                 return fault
         return None
 
-    def _route(self, method: str, target: str, body: bytes) -> _Reply:
+    def _route(self, method: str, target: str, body: bytes, caller: _User) -> _Reply:
         split = urlsplit(target)
         with self._lock:
+            renamed = self._renamed_location(split.path, split.query)
+            if renamed is not None:
+                return _redirect(method, renamed)
             path = self._canonical(split.path)
             for verb, pattern, handler in self._routes:
                 match = pattern.fullmatch(path)
@@ -379,13 +533,20 @@ class GitHubFake:
                     continue
                 try:
                     query = {name: values[-1] for name, values in parse_qs(split.query).items()}
-                    request = _Request(split.path, query, _json_object(body))
+                    request = _Request(split.path, query, _json_object(body), caller)
                     return handler(request, *map(unquote, match.groups()))
                 except _HttpError as error:
                     return error.reply
                 except _Moved as moved:
                     return self._moved(path, moved)
         return _error(404, "Not Found")
+
+    def _renamed_location(self, path: str, query: str) -> str | None:
+        """Where a request to a renamed repository's old name is sent: ``/repositories/{id}``."""
+        match = re.fullmatch(r"/repos/([^/]+/[^/]+)(/.*)?", path)
+        if match is None or unquote(match[1]) in self._repos or unquote(match[1]) not in self._renamed:
+            return None
+        return f"{self.url}/repositories/{self._renamed[unquote(match[1])]}{match[2] or ''}" + (f"?{query}" if query else "")
 
     def _canonical(self, path: str) -> str:
         """``/repositories/{id}/…`` (where a redirect points) is the repository's ``/repos/…``."""
@@ -405,10 +566,13 @@ class GitHubFake:
     # Routes: each runs under the lock and returns the full reply.
 
     def _get_user(self, request: _Request) -> _Reply:
-        return _reply(200, self._user_json())
+        return _reply(200, self._user_json(request.caller))
 
     def _get_repo(self, request: _Request, full_name: str) -> _Reply:
-        return _reply(200, self._repo_json(self._repo(full_name)))
+        repo = self._repo(full_name)
+        permissions = {"admin": "admin", "maintain": "maintain", "push": "write", "triage": "triage", "pull": "read"}
+        return _reply(200, {**self._repo_json(repo),
+                            "permissions": {key: request.caller.may(repo, role) for key, role in permissions.items()}})
 
     def _list_issues(self, request: _Request, full_name: str) -> _Reply:
         repo = self._repo(full_name)
@@ -418,12 +582,14 @@ class GitHubFake:
         descending = _choice(query, "direction", ("desc", "asc")) == "desc"
         wanted = {name.strip().casefold() for name in query.get("labels", "").split(",")} - {""}
         since = _since(query)
+        creator = query.get("creator", "").casefold()
         chosen = [
             issue
             for issue in repo.issues.values()
             if state in ("all", issue.state)
             and wanted <= {name.casefold() for name in issue.labels}
             and (since is None or issue.updated_at >= since)
+            and creator in ("", issue.user.login.casefold())
         ]
         chosen.sort(key=lambda issue: (getattr(issue, f"{sort}_at"), issue.number))
         if descending:
@@ -437,17 +603,18 @@ class GitHubFake:
             raise _invalid("Issue", "title", "missing_field")
         _check_length("Issue", "title", title, TITLE_LIMIT)
         _check_length("Issue", "body", request.body.get("body"), BODY_LIMIT)
-        labels = self._attach(repo, request.body.get("labels", []))
         now = _now()
         issue = _Issue(
             id=next(self._ids),
             number=next(repo.numbers),
             title=title,
             body=request.body.get("body"),
-            labels=labels,
+            labels=[],
             created_at=now,
             updated_at=now,
+            user=request.caller,
         )
+        self._triage(repo, issue, request)
         repo.issues[issue.number] = issue
         return _reply(201, self._issue_json(repo, issue))
 
@@ -459,14 +626,18 @@ class GitHubFake:
         repo = self._repo(full_name)
         issue = dataclasses.replace(_issue(repo, number))  # edit a copy: a 422 changes nothing
         changes = request.body
+        author = issue.user.login == request.caller.login
+        if not (author or request.caller.may(repo, "write")) and changes.keys() & {"title", "body"}:
+            raise _NotAllowed
+        if not (author or request.caller.may(repo, "triage")) and changes.keys() & {"state", "state_reason"}:
+            raise _NotAllowed
         _check_length("Issue", "title", changes.get("title"), TITLE_LIMIT)
         _check_length("Issue", "body", changes.get("body"), BODY_LIMIT)
         if "title" in changes:
             issue.title = changes["title"]
         if "body" in changes:
             issue.body = changes["body"]
-        if "labels" in changes:
-            issue.labels = self._attach(repo, changes["labels"])
+        self._triage(repo, issue, request)
         if "state" in changes or "state_reason" in changes:
             self._set_state(issue, changes.get("state", issue.state), changes.get("state_reason"))
         issue.updated_at = _now()
@@ -476,12 +647,29 @@ class GitHubFake:
     def _list_comments(self, request: _Request, full_name: str, number: str) -> _Reply:
         return self._page(request, list(_issue(self._repo(full_name), number).comments))
 
+    def _get_comment(self, request: _Request, full_name: str, comment_id: str) -> _Reply:
+        return _reply(200, dict(_comment(self._repo(full_name), comment_id)))
+
+    def _edit_comment(self, request: _Request, full_name: str, comment_id: str) -> _Reply:
+        """Its author may edit a comment; someone else needs push access."""
+        repo = self._repo(full_name)
+        comment = _comment(repo, comment_id)
+        if comment["user"]["login"] != request.caller.login and not request.caller.may(repo, "write"):
+            raise _NotAllowed
+        body = request.body.get("body")
+        if not isinstance(body, str) or not body:
+            raise _invalid("IssueComment", "body", "missing_field")
+        _check_length("IssueComment", "body", body, BODY_LIMIT)
+        comment.update(body=body, updated_at=_iso(_now()))
+        return _reply(200, dict(comment))
+
     def _create_comment(self, request: _Request, full_name: str, number: str) -> _Reply:
         repo = self._repo(full_name)
         issue = _issue(repo, number)
         body = request.body.get("body")
         if not isinstance(body, str) or not body:
             raise _invalid("IssueComment", "body", "missing_field")
+        _check_length("IssueComment", "body", body, BODY_LIMIT)
         comment_id = next(self._ids)
         issue_json = self._issue_json(repo, issue)
         now = _iso(_now())
@@ -492,7 +680,7 @@ class GitHubFake:
             "html_url": f"{issue_json['html_url']}#issuecomment-{comment_id}",
             "issue_url": issue_json["url"],
             "body": body,
-            "user": self._user_json(),
+            "user": self._user_json(request.caller),
             "created_at": now,
             "updated_at": now,
         }
@@ -509,8 +697,16 @@ class GitHubFake:
             raise _HttpError(404, "Not Found")
         return _reply(200, label)
 
+    def _get_milestone(self, request: _Request, full_name: str, number: str) -> _Reply:
+        repo = self._repo(full_name)
+        if int(number) not in repo.milestones:
+            raise _HttpError(404, "Not Found")
+        return _reply(200, self._milestone_json(repo, int(number)))
+
     def _create_label(self, request: _Request, full_name: str) -> _Reply:
         repo = self._repo(full_name)
+        if not request.caller.may(repo, "write"):
+            raise _NotAllowed
         name = request.body.get("name")
         if not isinstance(name, str) or not name.strip():
             raise _invalid("Label", "name", "missing_field")
@@ -527,6 +723,30 @@ class GitHubFake:
         if full_name not in self._repos:
             raise _HttpError(404, "Not Found")
         return self._repos[full_name]
+
+    def _triage(self, repo: _Repo, issue: _Issue, request: _Request) -> None:
+        """Set the labels, assignees and milestone the request names, if the caller may: without
+        triage access GitHub drops them silently ("Only users with push access can set labels
+        for new issues. Labels are silently dropped otherwise.")."""
+        if not request.caller.may(repo, "triage"):
+            return
+        changes = request.body
+        if "labels" in changes:
+            issue.labels = self._attach(repo, changes["labels"])
+        if "assignees" in changes:
+            logins = {user.login for user in self._tokens.values()}
+            names = changes["assignees"]
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                raise _invalid("Issue", "assignees")
+            for name in names:
+                if name not in logins:
+                    raise _invalid("Issue", "assignees", value=name)
+            issue.assignees = list(dict.fromkeys(names))
+        if "milestone" in changes:
+            milestone = changes["milestone"]
+            if milestone is not None and milestone not in repo.milestones:
+                raise _invalid("Issue", "milestone", value=milestone)
+            issue.milestone = milestone
 
     def _attach(self, repo: _Repo, names: Any) -> list[str]:
         """Resolve label names against the repository, creating the missing ones as GitHub does
@@ -596,14 +816,22 @@ class GitHubFake:
             )
         return _reply(200, items[(page - 1) * per_page : page * per_page], headers)
 
-    def _user_json(self) -> dict[str, Any]:
+    def _user_json(self, user: _User) -> dict[str, Any]:
         return {
-            "login": LOGIN,
-            "id": USER_ID,
-            "node_id": f"U_{USER_ID}",
+            "login": user.login,
+            "id": user.id,
+            "node_id": f"U_{user.id}",
             "type": "User",
-            "url": f"{self.url}/users/{LOGIN}",
-            "html_url": f"{self.url}/{LOGIN}",
+            "url": f"{self.url}/users/{user.login}",
+            "html_url": f"{self.url}/{user.login}",
+        }
+
+    def _milestone_json(self, repo: _Repo, number: int) -> dict[str, Any]:
+        return {
+            "number": number,
+            "title": repo.milestones[number],
+            "state": "open",
+            "url": f"{self.url}/repos/{repo.full_name}/milestones/{number}",
         }
 
     def _repo_json(self, repo: _Repo) -> dict[str, Any]:
@@ -626,6 +854,8 @@ class GitHubFake:
     def _issue_json(self, repo: _Repo, issue: _Issue) -> dict[str, Any]:
         api = f"{self.url}/repos/{repo.full_name}"
         url = f"{api}/issues/{issue.number}"
+        by_login = {user.login: user for user in self._tokens.values()}
+        assignees = [self._user_json(by_login[login]) for login in issue.assignees]
         return {
             "id": issue.id,
             "node_id": f"I_{issue.id}",
@@ -635,10 +865,10 @@ class GitHubFake:
             "state": issue.state,
             "state_reason": issue.state_reason,
             "labels": [dict(repo.labels[name]) for name in issue.labels],
-            "user": self._user_json(),
-            "assignee": None,
-            "assignees": [],
-            "milestone": None,
+            "user": self._user_json(issue.user),
+            "assignee": assignees[0] if assignees else None,
+            "assignees": assignees,
+            "milestone": None if issue.milestone is None else self._milestone_json(repo, issue.milestone),
             "locked": False,
             "html_url": f"{self.url}/{repo.full_name}/issues/{issue.number}",
             "url": url,
@@ -673,6 +903,14 @@ def _fault_reply(fault: _Fault, limit: int) -> _Reply:
     return _error(502, "Server Error")
 
 
+def _redirect(method: str, location: str) -> _Reply:
+    """GitHub's redirect for a renamed repository: 301 to a read, 307 to anything else (a client
+    must send the same request again, body and all, to ``location``)."""
+    status, message = (301, "Moved Permanently") if method in ("GET", "HEAD") else (307, "Temporary Redirect")
+    payload = {"message": message, "url": location, "documentation_url": REDIRECT_DOCS}
+    return _reply(status, payload, {"Location": location})
+
+
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(body) if body else {}
@@ -689,6 +927,13 @@ def _issue(repo: _Repo, number: str) -> _Issue:
     if int(number) not in repo.issues:
         raise _HttpError(404, "Not Found")
     return repo.issues[int(number)]
+
+
+def _comment(repo: _Repo, comment_id: str) -> dict[str, Any]:
+    found = next((c for issue in repo.issues.values() for c in issue.comments if c["id"] == int(comment_id)), None)
+    if found is None:
+        raise _HttpError(404, "Not Found")
+    return found
 
 
 def _find_label(repo: _Repo, name: str) -> dict[str, Any] | None:
@@ -764,10 +1009,11 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def running_github(token: str = "gh-test-token") -> Iterator[GitHubFake]:
-    """A fake GitHub on a free port of 127.0.0.1 for the duration of the block."""
+def running_github(token: str = "gh-test-token", clock: Callable[[], float] = time.monotonic) -> Iterator[GitHubFake]:
+    """A fake GitHub on a free port of 127.0.0.1 for the duration of the block; ``clock`` times
+    its secondary rate limit windows."""
     server = _Server(("127.0.0.1", 0), _Handler)
-    server.fake = GitHubFake(f"http://127.0.0.1:{server.server_port}", token)
+    server.fake = GitHubFake(f"http://127.0.0.1:{server.server_port}", token, clock)
     # A short poll interval, because shutdown() waits for serve_forever to notice.
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

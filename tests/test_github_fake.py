@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from github import (
 )
 from github.Repository import Repository
 
-from .github_fake import GitHubFake, running_github
+from .github_fake import WRITE_LIMITS, GitHubFake, VirtualClock, running_github
 
 REPO = "acme/api"
 ISSUES = r"/repos/acme/api/issues"
@@ -375,3 +376,159 @@ def test_a_transferred_issue_answers_301_and_pygithub_follows_it(fake: GitHubFak
     issue.create_comment("Followed")
     assert [c["body"] for c in fake.comments("acme/elsewhere", 1)] == ["Followed"]
     assert [i.number for i in repo.get_issues(state="all")] == [2]
+
+
+# Tokens and their access: GitHub drops what a token may not set, silently.
+
+READER = "gh-reader-token"
+
+
+@pytest.fixture
+def reader(fake: GitHubFake) -> Repository:
+    """The repository as a token with read access only sees it (an outside contributor's)."""
+    fake.add_token(READER, "outsider", role="read")
+    return client(fake, token=READER).get_repo(REPO)
+
+
+def test_labels_assignees_and_milestone_are_dropped_silently_without_triage_access(
+    fake: GitHubFake, repo: Repository, reader: Repository
+) -> None:
+    repo.create_label("feedback", "0000ff")
+    milestone = fake.add_milestone(REPO, "v2")
+    assert (reader.permissions.pull, reader.permissions.triage, reader.permissions.push) == (True, False, False)
+    assert (repo.permissions.push, repo.permissions.admin) == (True, True)
+
+    dropped = reader.create_issue("Filed from outside", body="b", labels=["feedback", "new-one"],
+                                  assignees=["feedback-bot"], milestone=repo.get_milestone(milestone))
+    assert dropped.number == 1 and dropped.labels == [] and dropped.assignees == [] and dropped.milestone is None
+    assert dropped.user.login == "outsider"
+    dropped.edit(body="edited by its author", labels=["feedback"])
+    [stored] = fake.issues(REPO)
+    assert (stored["body"], stored["labels"], stored["assignees"], stored["milestone"]) == ("edited by its author", [], [], None)
+    assert sorted(fake.labels(REPO)) == ["feedback"]  # "new-one" was not created either
+
+    fake.grant(READER, REPO, "triage")  # triage may label, assign and set milestones
+    kept = client(fake, token=READER).get_repo(REPO).create_issue(
+        "Filed by a triager", labels=["feedback"], assignees=["feedback-bot"], milestone=repo.get_milestone(milestone))
+    assert [label.name for label in kept.labels] == ["feedback"]
+    assert [user.login for user in kept.assignees] == ["feedback-bot"] and kept.milestone.number == milestone
+    with pytest.raises(GithubException) as raised:
+        repo.create_issue("Unknown assignee", assignees=["nobody"])
+    assert _validation_errors(raised) == [{"resource": "Issue", "code": "invalid", "field": "assignees", "value": "nobody"}]
+
+
+def test_without_push_access_labels_cannot_be_created_nor_others_issues_edited(
+    fake: GitHubFake, repo: Repository, reader: Repository
+) -> None:
+    theirs = repo.create_issue("Filed by the maintainer")
+    with pytest.raises(UnknownObjectException):  # GitHub hides what a token may not change
+        reader.create_label("feedback", "0000ff")
+    with pytest.raises(UnknownObjectException):
+        reader.get_issue(theirs.number).edit(body="rewritten by a stranger")
+    assert fake.labels(REPO) == {} and fake.issues(REPO)[0]["body"] is None
+    reader.get_issue(theirs.number).create_comment("anyone may comment")
+    assert len(fake.comments(REPO, theirs.number)) == 1
+
+
+def test_issues_can_be_listed_by_their_creator(fake: GitHubFake, repo: Repository, reader: Repository) -> None:
+    repo.create_issue("ours")
+    reader.create_issue("theirs")
+    fake.close_issue(REPO, 2)
+    assert [i.title for i in repo.get_issues(state="all", creator="outsider")] == ["theirs"]
+    assert [i.title for i in repo.get_issues(state="all", creator="feedback-bot")] == ["ours"]
+    assert [i.title for i in repo.get_issues(creator="outsider")] == []  # open ones only, by default
+
+
+def test_a_renamed_repository_answers_301_to_reads_and_307_to_writes(fake: GitHubFake, repo: Repository) -> None:
+    repo.create_issue("Before the rename")
+    fake.rename_repo(REPO, "acme/api-v2")
+    moved = f"{fake.url}/repositories/{fake.repo_id('acme/api-v2')}"
+    auth = {"Authorization": f"token {fake.token}"}
+
+    read = requests.get(f"{fake.url}/repos/{REPO}/issues?state=all", headers=auth, allow_redirects=False, timeout=1)
+    assert read.status_code == 301 and read.headers["Location"] == f"{moved}/issues?state=all"
+    assert read.json()["message"] == "Moved Permanently"
+    write = requests.post(f"{fake.url}/repos/{REPO}/issues", json={"title": "After"}, headers=auth,
+                          allow_redirects=False, timeout=1)
+    assert write.status_code == 307 and write.headers["Location"] == f"{moved}/issues"
+    assert write.json()["message"] == "Temporary Redirect" and fake.issues("acme/api-v2")[-1]["number"] == 1
+
+    followed = requests.post(f"{fake.url}/repos/{REPO}/issues", json={"title": "After"}, headers=auth, timeout=1)
+    assert followed.status_code == 201 and followed.json()["repository_url"] == f"{fake.url}/repos/acme/api-v2"
+    renamed = client(fake).get_repo(REPO)  # PyGithub follows the 301
+    assert renamed.full_name == "acme/api-v2" and [i.number for i in renamed.get_issues(state="all")] == [2, 1]
+    # ... and not the 307: a Repository read before the rename takes the redirect's answer for
+    # the created issue, which does not exist. The publisher follows 307s itself.
+    assert repo.create_issue("Lost").number is None
+    assert [i["title"] for i in fake.issues("acme/api-v2")] == ["Before the rename", "After"]
+
+
+def test_comments_over_65536_characters_are_refused_and_their_author_may_edit_them(
+    fake: GitHubFake, repo: Repository, reader: Repository
+) -> None:
+    issue = repo.create_issue("Comments")
+    with pytest.raises(GithubException) as raised:
+        issue.create_comment("c" * 65_537)
+    assert _validation_errors(raised) == [
+        {"resource": "IssueComment", "code": "custom", "field": "body", "message": "body is too long (maximum is 65536 characters)"}
+    ]
+    comment = issue.create_comment("c" * 65_536)  # at the limit
+    comment.edit("shorter")
+    assert fake.requests[-1] == ("PATCH", f"/repos/{REPO}/issues/comments/{comment.id}")
+    assert issue.get_comment(comment.id).body == "shorter"
+    with pytest.raises(GithubException) as raised:
+        comment.edit("c" * 65_537)
+    assert _validation_errors(raised)[0]["resource"] == "IssueComment"
+    with pytest.raises(UnknownObjectException):  # someone else's comment, without push access
+        reader.get_issue(issue.number).get_comment(comment.id).edit("vandalised")
+    fake.edit_comment(REPO, comment.id, "tidied by a maintainer")
+    [stored] = fake.comments(REPO, issue.number)
+    assert stored["body"] == "tidied by a maintainer" and stored["user"]["login"] == "feedback-bot"
+
+
+def test_write_bursts_meet_the_secondary_rate_limits() -> None:
+    """GitHub: at most 80 content-creating requests a minute and 500 an hour; over either, a 403
+    saying "secondary rate limit" with Retry-After, and nothing done. Reads are not limited."""
+    assert WRITE_LIMITS == ((80, 60.0), (500, 3600.0))
+    clock = VirtualClock()
+    with running_github(clock=clock.now) as fake:
+        fake.add_repo(REPO)
+        session = requests.Session()
+        session.headers["Authorization"] = f"token {fake.token}"
+
+        def post() -> requests.Response:
+            return session.post(f"{fake.url}/repos/{REPO}/issues", json={"title": "burst"}, timeout=1)
+
+        assert all(post().status_code == 201 for _ in range(80))
+        clock.sleep(20)
+        refused = post()
+        assert refused.status_code == 403 and "secondary rate limit" in refused.json()["message"]
+        assert refused.headers["Retry-After"] == "40"  # when the first of the minute's 80 leaves it
+        assert int(refused.headers["X-RateLimit-Remaining"]) > 0  # not the primary limit
+        assert session.get(f"{fake.url}/repos/{REPO}", timeout=1).status_code == 200
+        assert len(fake.issues(REPO)) == 80 and fake.secondary_limited == [("POST", f"/repos/{REPO}/issues")]
+
+        # The hour's window, with the limits scaled down (GitHub's: 500 an hour); the 80 count.
+        fake.write_limits = ((8, 60.0), (100, 3600.0))
+        for _ in range(2):
+            clock.sleep(60)
+            assert all(post().status_code == 201 for _ in range(8))
+        clock.sleep(60)
+        assert all(post().status_code == 201 for _ in range(4))
+        clock.sleep(60)
+        refused = post()
+        assert refused.status_code == 403 and int(refused.headers["Retry-After"]) == 3600 - 20 - 4 * 60
+        assert len(fake.issues(REPO)) == 100
+
+
+def test_too_many_concurrent_requests_meet_the_secondary_rate_limit(fake: GitHubFake) -> None:
+    fake.max_concurrent = 2
+    fake.fail("GET", r"/repos/acme/api", "timeout_after_effect", times=2, delay=0.5)  # two slow answers
+    auth = {"Authorization": f"token {fake.token}"}
+    with ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(requests.get, f"{fake.url}/repos/{REPO}", headers=auth, timeout=5) for _ in range(2)]
+        time.sleep(0.2)
+        third = requests.get(f"{fake.url}/repos/{REPO}/labels", headers=auth, timeout=5)
+        assert [f.result().status_code for f in slow] == [200, 200]
+    assert third.status_code == 403 and "secondary rate limit" in third.json()["message"]
+    assert requests.get(f"{fake.url}/repos/{REPO}/labels", headers=auth, timeout=5).status_code == 200
