@@ -13,7 +13,7 @@ from feedback_insights.config import Config
 from feedback_insights.drafts import approve, draft_clusters, neutralise
 from feedback_insights.publish import forget, publish, records_to_forget
 from feedback_insights.publish._erasure import ERASED_QUOTE
-from feedback_insights.warehouse import Warehouse, key_sha256
+from feedback_insights.warehouse import Warehouse
 
 from .conftest import run_cli, sample_copy
 from .github_fake import GitHubFake
@@ -57,21 +57,23 @@ def test_forgetting_a_record_reaches_every_table_and_the_filed_issue(github: Git
         collector, record_id, quote = _quoted(wh, first, config)
         repo, number, body = wh.con.execute("SELECT repo, issue_number, body FROM drafts WHERE id = ?", [first]).fetchall()[0]
         assert quote in body and _present(wh, collector, record_id)["records"] == 1
-        keys = records_to_forget(config, wh, record=f"{collector}:{record_id}")
-        run = forget(config, wh, keys, "maria", "the owner asked", _tracker(config))
+        target = records_to_forget(config, wh, record=record_id, collector=collector)
+        run = forget(config, wh, target, "maria", "the owner asked", _tracker(config))
         left = _present(wh, collector, record_id)
         draft = wh.con.execute("SELECT body, stale FROM drafts WHERE id = ?", [first]).fetchall()[0]
-        audit = wh.con.execute("SELECT actor, reason, id_sha256, records FROM erasures").fetchall()
+        audit = wh.con.execute("SELECT * FROM erasures").fetchall()
+        marks = wh.con.execute("SELECT kind FROM erasure_ledger ORDER BY 1").fetchall()
         label = wh.con.execute("SELECT c.medoid_id FROM drafts d JOIN clusters c ON c.id = d.cluster_id "
                                "WHERE d.id = ?", [first]).fetchall()[0][0]
-    assert keys == [(collector, record_id)] and run.erasure.records == 1
+    assert target.keys == [(collector, record_id)] and run.erasure.records == 1
     assert left == dict.fromkeys(TABLES, 0)
     assert label != record_id  # the cluster was described again without it
     [issue] = [i for i in github.issues(repo) if i["number"] == number]
     assert quote not in issue["body"] and issue["body"] == draft[0] and draft[1] is False
     assert run.bodies.rewritten == [issue["html_url"]]
-    assert audit == [("maria", "the owner asked", [key_sha256(collector, record_id)], 1)]
-    assert record_id not in str(audit)  # a hash of the id, never the id or the content
+    assert [row[2:5] for row in audit] == [("maria", "the owner asked", 1)]
+    assert record_id not in str(audit)  # who, when, why and how many: never the id or the content
+    assert marks == [("content",), ("id",)]  # keyed marks, so that no source stores it again
 
 
 @pytest.mark.parametrize("kept", [True, False], ids=["quote-still-verbatim", "quote-rewritten"])
@@ -89,10 +91,10 @@ def test_an_issue_edited_on_github_keeps_its_edits_and_an_account_goes_whole(
         edited = httpx.patch(f"{github.url}/repos/{repo}/issues/{number}", headers={"authorization": f"token {github.token}"},
                              json={"body": text})
         assert edited.status_code == 200
-        keys = records_to_forget(config, wh, account=account)
-        run = forget(config, wh, keys, "maria", "account closed", _tracker(config))
+        target = records_to_forget(config, wh, account=account)
+        run = forget(config, wh, target, "maria", "account closed", _tracker(config))
         remaining = wh.con.execute("SELECT count(*) FROM records WHERE account = ?", [account]).fetchall()[0][0]
-    assert len(keys) >= 1 and remaining == 0
+    assert len(target.keys) >= 1 and remaining == 0
     [issue] = [i for i in github.issues(repo) if i["number"] == number]
     assert issue["body"].startswith("A maintainer's own words")  # their edit stays
     if kept:
@@ -154,4 +156,4 @@ def test_an_account_is_found_by_the_form_its_source_sends(clustered_sample: Path
         by_raw = records_to_forget(config, wh, account=raw)
         by_pseudonym = records_to_forget(config, wh, account=pseudonym)
         stored = wh.con.execute("SELECT collector, id FROM records WHERE account = ? ORDER BY 1, 2", [pseudonym]).fetchall()
-    assert by_raw == by_pseudonym == [tuple(row) for row in stored] and stored
+    assert by_raw.keys == by_pseudonym.keys == [tuple(row) for row in stored] and stored

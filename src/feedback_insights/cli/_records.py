@@ -53,34 +53,44 @@ def records_show(
 @app.command()
 def forget(
     reason: Annotated[str, typer.Option("--reason", help="Why (kept in the audit; never the content).")],
-    record: Annotated[str | None, typer.Option("--record", help="A record id, or collector:id.")] = None,
+    record: Annotated[str | None, typer.Option("--record", help="A record id, as stored or as its source sent it.")] = None,
+    collector: Annotated[str | None, typer.Option("--collector", help="The collector (source) of --record; needed "
+                                                  "only when more than one holds that id.")] = None,
     account: Annotated[str | None, typer.Option("--account", help="An account as a source sends it, or its acct_… pseudonym.")] = None,
     by: ByOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Erase a record, or every record of an account, from every table; redraft the drafts that
-    quoted them and, when GitHub is configured, rewrite the filed issues that still quote them."""
-    from ..publish import IssueTracker, records_to_forget
+    """Erase a record, or every record of an account, from every table, the collectors that
+    sent them and the warehouse file's bytes, for good (no source stores them again); redraft
+    the drafts that quoted them and, when GitHub is configured, rewrite the filed issues and
+    comments that still quote them."""
+    from ..publish import AmbiguousRecord, IssueTracker, records_to_forget
     from ..publish import forget as forget_records
 
     if (record is None) == (account is None):
         raise UserError("give exactly one of --record and --account")
+    if collector is not None and record is None:
+        raise UserError("--collector goes with --record")
     cfg = load_config(config)
     publishing = bool(cfg.github.repos or cfg.github.default_repo)
     tracker = IssueTracker(cfg.github, cfg.github.token()) if publishing else None
     try:
         with open_warehouse(cfg) as warehouse:
-            keys = records_to_forget(cfg, warehouse, record=record, account=account)
-            if not keys:
-                raise UserError(f"no such record: {record}" if record else "no records of that account")
-            run = forget_records(cfg, warehouse, keys, actor(by), reason, tracker)
+            try:
+                target = records_to_forget(cfg, warehouse, record=record, account=account, collector=collector)
+            except AmbiguousRecord as exc:
+                raise UserError(str(exc)) from None
+            if not target:
+                where = f" from collector {collector}" if collector else ""
+                raise UserError(f"no such record{where}: {record}" if record else "no records of that account")
+            run = forget_records(cfg, warehouse, target, actor(by), reason, tracker)
     finally:
         if tracker is not None:
             tracker.close()
     out.print(f"[bold]forget[/]: {run.line()}", highlight=False)
     for line in run.bodies.to_check:
         err.print(f"[yellow]check by hand[/] {escape(line)}", highlight=False)
-    for line in run.bodies.errors:
+    for line in run.bodies.errors + run.collector_errors:
         err.print(f"[red]error[/] {escape(line)}", highlight=False)
     if not publishing:
         err.print("filed issues are rewritten by the next publish run (no GitHub repository configured here)",

@@ -169,6 +169,8 @@ def _draft(
     settings = config.drafts
     run = DraftRun()
     figures = demand(warehouse, as_of=as_of, half_life_days=config.demand.half_life_days)
+    if figures.is_empty():  # no live report at all (none yet, or every one erased)
+        return run
     if not erased_only:
         _attach_filed_by_hand(warehouse, figures, _drafts_by_cluster(warehouse), run)
     existing = _drafts_by_cluster(warehouse)

@@ -16,7 +16,7 @@ from typing import Any
 from ..config import Config, FileDropConfig, SourceConfig
 from ..core import now_utc
 from ..privacy import Pseudonymiser
-from ..warehouse import Warehouse
+from ..warehouse import Ledger, Warehouse
 from ._normalise import process
 from ._raw import RawItem
 from ._readers import UnreadableFile, read_blocks
@@ -40,6 +40,7 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
             raise KeyError(f"no open quarantine entry with id {', '.join(sorted(unknown))}")
         entries = [e for e in entries if e["id"] in ids]
     pseudonymise = Pseudonymiser(config.privacy.key())
+    ledger = Ledger(config.privacy.key())
     result = ReplayResult()
     run_id = start_run(warehouse)
     for entry in entries:
@@ -62,7 +63,7 @@ def replay(config: Config, warehouse: Warehouse, ids: list[str] | None = None) -
         for items, cursor in _deliveries(entry, config.ingest.batch_size):
             processed = process(items, **options)
             counts = store_batch(warehouse, processed, collector=entry["collector"], source_uri=entry["source_uri"],
-                                 run_id=run_id, cursor=cursor)
+                                 run_id=run_id, cursor=cursor, ledger=ledger)
             result.counts.add(counts)
             record_ids.extend(r["id"] for r in processed.records)
             resolved = bool(cursor) if entry["position"] == WHOLE_FILE else bool(processed.records)

@@ -29,7 +29,7 @@ import duckdb
 from ..config import Config
 from ..core import now_utc
 from ..privacy import Pseudonymiser, scrub_text
-from ..warehouse import Warehouse, erase_records
+from ..warehouse import Ledger, Warehouse, erase_records
 from ._normalise import Processed
 from ._raw import RawItem
 from ._readers import LineBlock
@@ -61,6 +61,8 @@ class IngestSummary:
             text += f" · status changes {c.status_changes}"
         if c.identifiers:
             text += f" · {c.identifiers} ids held personal data or a secret (stored as keyed hashes)"
+        if c.erased:
+            text += f" · {len(c.erased)} erased report{'s' if len(c.erased) > 1 else ''} skipped"
         if self.forgotten:
             text += f" · forgotten {self.forgotten} (deleted at the source)"
         if self.aborted:
@@ -107,8 +109,11 @@ class Stager:
 
 
 def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None) -> IngestSummary:
-    """Ingest every source; a failing source is reported and does not stop the others."""
+    """Ingest every source; a failing source is reported and does not stop the others. Reports
+    erased before are not stored again (the erasure ledger); when a source deleted some, the
+    warehouse file is rewritten at the end, so their text leaves the file's bytes too."""
     pseudonymise = Pseudonymiser(config.privacy.key())
+    ledger = Ledger(config.privacy.key())
     aborted = abort_unfinished(warehouse)
     run_id = start_run(warehouse)
     summary = IngestSummary(run_id, BatchCounts(), aborted=aborted)
@@ -118,7 +123,7 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
             for source_config in config.sources:
                 source = open_source(source_config, config.ingest.batch_size)
                 try:
-                    _ingest_source(source, config, warehouse, stager, pseudonymise, run_id, summary, on_batch)
+                    _ingest_source(source, config, warehouse, stager, (pseudonymise, ledger), run_id, summary, on_batch)
                 except (OSError, ValueError, CollectorError) as exc:
                     summary.fail(f"{source.name}: {exc}")
                 except duckdb.Error as exc:
@@ -129,7 +134,10 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
     finally:
         stager.close()
         finish_run(warehouse, run_id, summary.counts, "; ".join(summary.errors) or None)
-    warehouse.checkpoint()
+    if summary.forgotten:
+        warehouse.rewrite()
+    else:
+        warehouse.checkpoint()
     return summary
 
 
@@ -138,11 +146,12 @@ def _ingest_source(
     config: Config,
     warehouse: Warehouse,
     stager: Stager,
-    pseudonymise: Pseudonymiser,
+    privacy: tuple[Pseudonymiser, Ledger],
     run_id: int,
     summary: IngestSummary,
     on_batch: OnBatch | None,
 ) -> None:
+    pseudonymise, ledger = privacy
     # Its section (names are unique): which service a report that names none is about.
     by_tool = next(s.service_by_tool for s in config.sources if s.name == source.name)
     # (staged batch, where it came from, the cursor that covers it), oldest first.
@@ -150,9 +159,8 @@ def _ingest_source(
 
     def store_oldest() -> None:
         future, source_uri, cursor = in_flight.popleft()
-        counts = store_batch(
-            warehouse, future.result(), collector=source.name, source_uri=source_uri, run_id=run_id, cursor=cursor
-        )
+        counts = store_batch(warehouse, future.result(), collector=source.name, source_uri=source_uri, run_id=run_id,
+                             cursor=cursor, ledger=ledger)
         summary.counts.add(counts)
         if on_batch:
             on_batch(source.name, counts.new + counts.already + counts.quarantined)
@@ -176,25 +184,29 @@ def _ingest_source(
         while len(in_flight) > stager.depth or (deletes and in_flight):
             store_oldest()
         if deletes:
-            summary.forgotten += _forget_deleted(warehouse, source.name, batch, summary)
+            summary.forgotten += _forget_deleted(warehouse, privacy, source.name, batch, summary)
             store_batch(warehouse, Processed(), collector=source.name, source_uri=batch.source_uri, run_id=run_id,
                         cursor=batch.cursor)
     while in_flight:
         store_oldest()
 
 
-def _forget_deleted(warehouse: Warehouse, collector: str, batch: Batch, summary: IngestSummary) -> int:
+def _forget_deleted(warehouse: Warehouse, privacy: tuple[Pseudonymiser, Ledger], collector: str, batch: Batch,
+                    summary: IngestSummary) -> int:
     """Erase the records ``batch`` says its source no longer holds; returns how many."""
+    pseudonymise, ledger = privacy
     keys = [(collector, record_id) for record_id in batch.deleted]
     if batch.present is not None:
         if batch.present:
-            keys += _missing_at_source(warehouse, collector, batch.present)
+            # An id that carried personal data or a secret is stored as its keyed hash.
+            present = batch.present + [pseudonymise.identifier(record_id) for record_id in batch.present]
+            keys += _missing_at_source(warehouse, collector, present)
         elif stored := warehouse.con.execute("SELECT count(*) FROM records WHERE collector = ?", [collector]).fetchall()[0][0]:
             summary.fail(f"{collector}: the source lists no rows while {stored} of its records are stored; "
                          "nothing was forgotten (a wrong path or table?). To forget them: feedback-insights forget")
     if not keys:
         return 0
-    return erase_records(warehouse.con, keys, f"source {collector}", "deleted at the source").records
+    return erase_records(warehouse.con, keys, f"source {collector}", "deleted at the source", ledger).records
 
 
 def _missing_at_source(warehouse: Warehouse, collector: str, present: list[str]) -> list[tuple[str, str]]:

@@ -6,13 +6,13 @@ A batch is stored in one transaction, so a crash leaves no partial batch and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import polars as pl
 
 from ..core import now_utc
-from ..warehouse import Warehouse, registered, transaction
+from ..warehouse import Ledger, Warehouse, registered, transaction
 from ._normalise import Processed
 from ._staging import StagedBatch
 
@@ -88,6 +88,9 @@ class BatchCounts:
     status_changes: int = 0
     #: Ids of new records that carried personal data or a secret (stored as keyed hashes).
     identifiers: int = 0
+    #: Reports (and quarantine entries) not stored because they were erased before, by their
+    #: ledger marks: a report read twice in a run (an SQL row's look-back) counts once.
+    erased: set[str] = field(default_factory=set)
 
     def add(self, other: BatchCounts) -> None:
         self.new += other.new
@@ -96,6 +99,7 @@ class BatchCounts:
         self.quarantined += other.quarantined
         self.status_changes += other.status_changes
         self.identifiers += other.identifiers
+        self.erased |= other.erased
 
 
 def abort_unfinished(warehouse: Warehouse) -> list[int]:
@@ -122,9 +126,9 @@ def start_run(warehouse: Warehouse) -> int:
 def finish_run(warehouse: Warehouse, run_id: int, counts: BatchCounts, error: str | None = None) -> None:
     warehouse.con.execute(
         """UPDATE ingest_runs SET finished_at = ?, status = ?, new = ?, already = ?, retries = ?,
-           quarantined = ?, error = ? WHERE id = ?""",
+           quarantined = ?, erased = ?, error = ? WHERE id = ?""",
         [now_utc(), "failed" if error else "ok", counts.new, counts.already, counts.retries,
-         counts.quarantined, error, run_id],
+         counts.quarantined, len(counts.erased), error, run_id],
     )
 
 
@@ -145,21 +149,32 @@ def store_batch(
     source_uri: str,
     run_id: int,
     cursor: dict[str, str] | None = None,
+    ledger: Ledger | None = None,
 ) -> BatchCounts:
-    """Store a batch and move the cursor, all or nothing."""
+    """Store a batch and move the cursor, all or nothing. With the erasure ``ledger`` (every
+    path from a source has one; a throwaway preview warehouse has none), reports erased before
+    are left out and counted."""
     staged = batch if isinstance(batch, StagedBatch) else StagedBatch.of(batch)
     now = now_utc()
-    counts = BatchCounts(quarantined=staged.quarantine.num_rows if staged.quarantine is not None else 0)
+    counts = BatchCounts()
     con = warehouse.con
     with transaction(con):
-        if staged.records is not None:
-            with registered(con, "staged", staged.records):
+        records, quarantine = staged.records, staged.quarantine
+        if ledger is not None:
+            if records is not None:
+                records, counts.erased = ledger.drop_erased_records(con, records)
+            if quarantine is not None:
+                quarantine, erased = ledger.drop_erased_quarantine(con, quarantine)
+                counts.erased |= erased
+        counts.quarantined = quarantine.num_rows if quarantine is not None else 0
+        if records is not None:
+            with registered(con, "staged", records):
                 stored = con.execute(
                     _INSERT_RECORDS, {"source_uri": source_uri, "run_id": run_id, "now": now}
                 ).fetchall()
                 changed = con.execute(_UPDATE_STATUS).fetchall()
             counts.new = len(stored)
-            counts.already = staged.records.num_rows - counts.new
+            counts.already = records.num_rows - counts.new
             counts.retries = sum(1 for *_, duplicate_of in stored if duplicate_of is not None)
             counts.status_changes = len(changed)
             counts.identifiers = sum(identifiers for *_, identifiers, _ in stored)
@@ -168,8 +183,8 @@ def store_batch(
                 frame = pl.DataFrame(seen, schema=_SEEN, orient="row")
                 with registered(con, "seen_status", frame):
                     con.execute("INSERT INTO record_status_history SELECT *, ?, ? FROM seen_status", [now, run_id])
-        if staged.quarantine is not None:
-            with registered(con, "staged_quarantine", staged.quarantine):
+        if quarantine is not None:
+            with registered(con, "staged_quarantine", quarantine):
                 con.execute(_UPSERT_QUARANTINE, {"now": now, "run_id": run_id})
         for key, value in (cursor or {}).items():
             con.execute(

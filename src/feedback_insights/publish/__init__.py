@@ -3,7 +3,7 @@ then every sink told (known_issue entries to collectors, filed in-session rows w
 issues whose clusters a maintainer merged closed as duplicates of the survivor's."""
 
 from ._duplicates import DuplicateRun, duplicate_comment, mark_duplicates
-from ._erasure import BodySync, ForgetRun, forget, records_to_forget, resync_erased
+from ._erasure import AmbiguousRecord, BodySync, ForgetRun, ToForget, forget, records_to_forget, resync_erased
 from ._github import GitHubError, IssueState, IssueTracker
 from ._known_issues import deliver_known_issues, fingerprints, known_issue, payloads
 from ._sinks import Sink, SinkResult
@@ -11,6 +11,7 @@ from ._stage import PublishRun, publish, publish_configured
 from ._write_back import write_back
 
 __all__ = [
+    "AmbiguousRecord",
     "BodySync",
     "DuplicateRun",
     "ForgetRun",
@@ -20,6 +21,7 @@ __all__ = [
     "PublishRun",
     "Sink",
     "SinkResult",
+    "ToForget",
     "deliver_known_issues",
     "duplicate_comment",
     "fingerprints",

@@ -16,12 +16,15 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ..clusters import demand, describe_stale
-from ..config import Config
+from ..config import Config, HttpCollectorConfig
 from ..core import now_utc
 from ..drafts import PIPELINE_ACTOR, draft_input, record_action, redraft_erased, render_body, render_emptied
+from ..ingest import CollectorClient, CollectorError
 from ..privacy import Pseudonymiser, is_pseudonym
-from ..warehouse import Erasure, Warehouse, erase_records, transaction
+from ..warehouse import Erasure, Ledger, Warehouse, erase_records, transaction
 from ._github import GitHubError, IssueTracker
 
 #: What stands where a maintainer-edited issue quoted an erased report.
@@ -43,54 +46,126 @@ class BodySync:
 
 
 @dataclass(slots=True)
+class ToForget:
+    """What one ``forget`` erases: records as ``(collector, id)``, and quarantine entries."""
+
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    quarantine: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.quarantine)
+
+
+class AmbiguousRecord(ValueError):
+    """A bare record id that more than one collector holds: which one is meant must be said."""
+
+
+@dataclass(slots=True)
 class ForgetRun:
     erasure: Erasure
     described: list[int] = field(default_factory=list)
     redrafted: list[int] = field(default_factory=list)
     to_edit: list[int] = field(default_factory=list)
     bodies: BodySync = field(default_factory=BodySync)
+    #: Records erased from the collectors that sent them, and what a collector refused.
+    at_collectors: int = 0
+    collector_errors: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         e = self.erasure
         text = (f"forgot {e.records} records ({e.quarantined} quarantine entries), described {len(self.described)} "
                 f"clusters again, redrafted {len(self.redrafted)} drafts, rewrote {len(self.bodies.rewritten)} "
                 f"issue bodies")
+        if self.at_collectors:
+            text += f", erased {self.at_collectors} from their collectors"
         if self.to_edit:
             text += f"; drafts edited by a maintainer still quote it: {', '.join(map(str, self.to_edit))}"
         return text
 
 
+# An account's records: its own, and those that carry it elsewhere (a reporter in metadata, a
+# field of the kept original the dialect did not map).
+_ACCOUNT_RECORDS = """
+SELECT r.collector, r.id FROM records r
+WHERE r.account = $pseudonym OR EXISTS (
+    SELECT 1 FROM (SELECT unnest($needles) AS needle)
+    WHERE contains(concat_ws(chr(0), CAST(r.metadata AS VARCHAR), CAST(r.original AS VARCHAR),
+                             CAST(r.context AS VARCHAR), CAST(r.agent AS VARCHAR)), needle))
+ORDER BY 1, 2
+"""
+
+_ACCOUNT_QUARANTINE = """
+SELECT q.id FROM quarantine q
+WHERE contains(q.raw, $pseudonym) OR EXISTS (SELECT 1 FROM (SELECT unnest($needles) AS needle) WHERE contains(q.raw, needle))
+ORDER BY 1
+"""
+
+
 def records_to_forget(config: Config, warehouse: Warehouse, record: str | None = None,
-                      account: str | None = None) -> list[tuple[str, str]]:
-    """The ``(collector, id)`` keys of a record (``id`` or ``collector:id``) or of every record
-    of an account (as a source sends it, pseudonymised here with the configured key, or the
-    ``acct_…`` pseudonym itself)."""
+                      account: str | None = None, collector: str | None = None) -> ToForget:
+    """What to erase for a ``record`` (its id exactly as stored or as its source sent it,
+    with its ``collector`` unless only one collector holds that id), or for an ``account`` (as
+    a source sends it, pseudonymised here with the configured key, or the ``acct_…`` pseudonym
+    itself): its records, the records that carry it elsewhere (a ``metadata.reporter``, a field
+    of the kept original), and its quarantined reports."""
+    pseudonymise = Pseudonymiser(config.privacy.key())
     if account is not None:
-        pseudonym = account if is_pseudonym(account) else Pseudonymiser(config.privacy.key())(account)
-        rows = warehouse.con.execute("SELECT collector, id FROM records WHERE account = ? ORDER BY 1, 2",
-                                     [pseudonym]).fetchall()
-        return [(c, i) for c, i in rows]
+        return _account(warehouse, account, pseudonymise)
     assert record is not None
-    collector, _, record_id = record.rpartition(":")
+    # An id that carried personal data or a secret is stored as its keyed hash.
+    ids = sorted({record, pseudonymise.identifier(record)})
     rows = warehouse.con.execute(
-        "SELECT collector, id FROM records WHERE id = ? AND (? IS NULL OR collector = ?) ORDER BY 1",
-        [record_id, collector or None, collector or None]).fetchall()
-    if not rows and collector:
-        rows = warehouse.con.execute("SELECT collector, id FROM records WHERE id = ?", [record]).fetchall()
-    return [(c, i) for c, i in rows]
+        "SELECT collector, id FROM records WHERE id IN (SELECT unnest($ids)) AND ($c IS NULL OR collector = $c) "
+        "ORDER BY 1, 2", {"ids": ids, "c": collector}).fetchall()
+    holders = sorted({c for c, _ in rows})
+    if len(holders) > 1:
+        raise AmbiguousRecord(f"record {record} is held by collectors {', '.join(holders)}: "
+                              "name one with --collector")
+    return ToForget([(c, i) for c, i in rows])
 
 
-def forget(config: Config, warehouse: Warehouse, keys: list[tuple[str, str]], actor: str, reason: str | None,
+def _account(warehouse: Warehouse, account: str, pseudonymise: Pseudonymiser) -> ToForget:
+    pseudonym = account if is_pseudonym(account) else pseudonymise(account)
+    # As JSON strings, so that account "bob" does not take the records that mention "bobcat".
+    needles = sorted({orjson.dumps(pseudonym).decode(), orjson.dumps(account).decode()})
+    rows = warehouse.con.execute(_ACCOUNT_RECORDS, {"pseudonym": pseudonym, "needles": needles}).fetchall()
+    entries = warehouse.con.execute(_ACCOUNT_QUARANTINE, {"pseudonym": pseudonym, "needles": needles}).fetchall()
+    return ToForget([(c, i) for c, i in rows], [e for (e,) in entries])
+
+
+def forget(config: Config, warehouse: Warehouse, target: ToForget, actor: str, reason: str | None,
            tracker: IssueTracker | None = None) -> ForgetRun:
-    """Erase ``keys`` everywhere now; with a ``tracker``, filed issues too (else the next
-    publish run does it)."""
-    run = ForgetRun(erase_records(warehouse.con, keys, actor, reason))
+    """Erase ``target`` everywhere now: every table, the ledger (so no source stores it again),
+    the collectors that sent it, and the warehouse file's bytes; with a ``tracker``, filed
+    issues too (else the next publish run does it)."""
+    run = ForgetRun(erase_records(warehouse.con, target.keys, actor, reason, Ledger(config.privacy.key()),
+                                  target.quarantine))
     run.described = describe_stale(warehouse)
     drafted = redraft_erased(config, warehouse)
     run.redrafted, run.to_edit = drafted.rerendered, drafted.to_edit
     if tracker is not None:
         run.bodies = resync_erased(config, warehouse, tracker)
+    run.at_collectors, run.collector_errors = erase_at_collectors(config, target.keys)
+    warehouse.rewrite()  # last: every write above leaves freed blocks too
     return run
+
+
+def erase_at_collectors(config: Config, keys: list[tuple[str, str]]) -> tuple[int, list[str]]:
+    """Delete ``keys`` from the collectors (HTTP sources) that sent them, with the pipeline
+    key: the collector's own store holds the report too. Returns how many were deleted there
+    and one line per collector that could not be reached or refused."""
+    by_source = {s.name: s for s in config.sources if isinstance(s, HttpCollectorConfig)}
+    deleted, errors = 0, []
+    for name, source in by_source.items():
+        ids = [i for c, i in keys if c == name]
+        if not ids:
+            continue
+        try:
+            with CollectorClient(source.url, source.key(), retries=source.retries) as client:
+                deleted += sum(client.delete_record(record_id) for record_id in ids)
+        except CollectorError as exc:
+            errors.append(f"{name}: the erased reports are still at the collector: {exc}")
+    return deleted, errors
 
 
 def resync_erased(config: Config, warehouse: Warehouse, tracker: IssueTracker) -> BodySync:

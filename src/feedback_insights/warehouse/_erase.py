@@ -5,12 +5,13 @@ embeddings of their texts (unless another record shares the text), and the quara
 that became them or stand for them. What is marked for the stages to finish: the clusters they
 were in (``stale``: re-described by the next clustering run, so no label keeps a word of theirs)
 and the drafts that cite them (``stale``: redrafted, or their filed issue's body replaced).
-The audit entry (``erasures``) holds who, when, why and a sha256 of each id, never the content.
+A record's retries (``duplicate_of`` it: the same report sent again) go with it. The audit
+entry (``erasures``) holds who, when, why and how many, never an id or the content; the erasure
+ledger (:mod:`._ledger`) keeps keyed marks of what went, so that no source stores it again.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,14 +19,23 @@ import duckdb
 import pyarrow as pa
 
 from ..core import now_utc
+from ._ledger import QUARANTINE, Ledger
 from ._sql import registered, transaction
 
 _QUARANTINE = """
-DELETE FROM quarantine q USING erased_keys k
-WHERE q.collector = k.collector
-  AND (list_contains(CAST(coalesce(q.record_ids, '[]') AS VARCHAR[]), k.id)
-       OR q.position = 'record ' || k.id OR q.position LIKE '%.id=' || k.id)
+DELETE FROM quarantine q
+WHERE q.id IN (SELECT unnest($entries))
+   OR EXISTS (SELECT 1 FROM erased_keys k WHERE q.collector = k.collector
+              AND (list_contains(CAST(coalesce(q.record_ids, '[]') AS VARCHAR[]), k.id)
+                   OR q.position = 'record ' || k.id OR q.position LIKE '%.id=' || k.id))
 RETURNING q.id
+"""
+
+# A retry is the same report sent again: it holds the same words.
+_WITH_RETRIES = """
+SELECT collector, id FROM erased_keys
+UNION
+SELECT r.collector, r.id FROM records r JOIN erased_keys k ON r.collector = k.collector AND r.duplicate_of = k.id
 """
 
 _UNSHARED_TEXTS = """
@@ -44,21 +54,31 @@ class Erasure:
     drafts: list[int] = field(default_factory=list)
 
 
-def key_sha256(collector: str, record_id: str) -> str:
-    return hashlib.sha256(f"{collector}:{record_id}".encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
 def erase_records(
-    con: duckdb.DuckDBPyConnection, keys: Sequence[tuple[str, str]], actor: str, reason: str | None
+    con: duckdb.DuckDBPyConnection, keys: Sequence[tuple[str, str]], actor: str, reason: str | None,
+    ledger: Ledger, quarantine: Sequence[str] = (),
 ) -> Erasure:
-    """Erase the records ``keys`` (``(collector, id)``) everywhere; marks what the stages must
-    redo. Keys that name no stored record still erase what other tables hold for them."""
+    """Erase the records ``keys`` (``(collector, id)``) and their retries everywhere, and the
+    ``quarantine`` entries named; marks what the stages must redo and remembers it all in the
+    ledger. Keys that name no stored record still erase what other tables hold for them."""
     result = Erasure()
-    if not keys:
+    if not keys and not quarantine:
         return result
-    table = pa.table({"collector": [c for c, _ in keys], "id": [i for _, i in keys],
-                      "key": [f"{c}:{i}" for c, i in keys]})
-    with transaction(con), registered(con, "erased_keys", table):
+    named = pa.table({"collector": pa.array([c for c, _ in keys], pa.string()),
+                      "id": pa.array([i for _, i in keys], pa.string())})
+    with transaction(con):
+        with registered(con, "erased_keys", named):
+            keys = [(c, i) for c, i in con.execute(_WITH_RETRIES).fetchall()]
+        _erase(con, keys, actor, reason, ledger, list(quarantine), result)
+    return result
+
+
+def _erase(con: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]], actor: str, reason: str | None,
+           ledger: Ledger, quarantine: list[str], result: Erasure) -> None:
+    table = pa.table({"collector": pa.array([c for c, _ in keys], pa.string()),
+                      "id": pa.array([i for _, i in keys], pa.string()),
+                      "key": pa.array([f"{c}:{i}" for c, i in keys], pa.string())})
+    with registered(con, "erased_keys", table):
         result.clusters = [row[0] for row in con.execute(
             """SELECT DISTINCT cluster_id FROM cluster_members SEMI JOIN erased_keys USING (collector, id)
                WHERE cluster_id IS NOT NULL ORDER BY 1""").fetchall()]
@@ -72,10 +92,12 @@ def erase_records(
                            WHERE embedded_sha256 IN (SELECT unnest($1)) OR text_sha256 IN (SELECT unnest($1))""", [texts])
         for name in ("cluster_members", "record_signals", "record_status_history"):
             con.execute(f"DELETE FROM {name} t USING erased_keys k WHERE t.collector = k.collector AND t.id = k.id")
-        result.quarantined = len(con.execute(_QUARANTINE).fetchall())
-        result.records = len(con.execute(
-            "DELETE FROM records r USING erased_keys k WHERE r.collector = k.collector AND r.id = k.id RETURNING r.id"
-        ).fetchall())
+        entries = [row[0] for row in con.execute(_QUARANTINE, {"entries": quarantine}).fetchall()]
+        result.quarantined = len(entries)
+        known = {(c, i): (a, h) for c, i, a, h in con.execute(
+            "DELETE FROM records r USING erased_keys k WHERE r.collector = k.collector AND r.id = k.id "
+            "RETURNING r.collector, r.id, r.account, r.content_hash").fetchall()}
+        result.records = len(known)
         if result.clusters:
             con.execute("UPDATE clusters SET stale = true WHERE id IN (SELECT unnest(?))", [result.clusters])
             # What an LLM said of these clusters may quote the erased reports: named again, reasons dropped.
@@ -91,10 +113,12 @@ def erase_records(
                      AND (cited IS NULL OR list_has_any(cited, (SELECT list(key) FROM erased_keys)))
                    RETURNING id""", {"clusters": result.clusters}).fetchall()]
             result.drafts.sort()
-        con.execute(
-            "INSERT INTO erasures (erased_at, actor, reason, id_sha256, records, quarantined, clusters, drafts) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [now_utc(), actor, reason, sorted(key_sha256(c, i) for c, i in keys), result.records,
-             result.quarantined, len(result.clusters), len(result.drafts)],
-        )
-    return result
+        now = now_utc()
+        [(erasure_id,)] = con.execute(
+            "INSERT INTO erasures (erased_at, actor, reason, records, quarantined, clusters, drafts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            [now, actor, reason, result.records, result.quarantined, len(result.clusters), len(result.drafts)],
+        ).fetchall()
+        marks = ledger.record_marks((c, i, *known.get((c, i), (None, None))) for c, i in keys)
+        marks += [(QUARANTINE, ledger.mark(QUARANTINE, entry)) for entry in entries]
+        ledger.remember(con, marks, erasure_id, now)

@@ -7,6 +7,7 @@ Retry-After; a wrong key or an unreachable collector becomes one clear :class:`C
 from __future__ import annotations
 
 from typing import Any, Self
+from urllib.parse import quote
 
 import httpx
 
@@ -49,6 +50,11 @@ class CollectorClient:
 
     def put_known_issue(self, issue: dict[str, Any], match: dict[str, Any]) -> None:
         self._request("PUT", f"/v1/known-issues/{issue['id']}", json={**issue, "match": match})
+
+    def delete_record(self, record_id: str) -> bool:
+        """Erase one record from the collector's store (the pipeline key may erase any record);
+        whether it was there."""
+        return self._request("DELETE", f"/v1/records/{quote(record_id, safe='')}", allow={404}).status_code != 404
 
     def delete_known_issue(self, issue_id: str) -> None:
         self._request("DELETE", f"/v1/known-issues/{issue_id}", allow={404})
