@@ -18,6 +18,8 @@ from feedback_insights.privacy import Pseudonymiser
 
 AGENT_KEY = "agent-key-0001"
 INGEST_KEY = "ingest-key-0001"
+#: A second service's key: it may delete only what it forwarded itself.
+OTHER_INGEST_KEY = "ingest-key-0002"
 PIPELINE_KEY = "pipeline-key-0001"
 HMAC_KEY = "collector-test-key"
 
@@ -35,7 +37,7 @@ def running_collector(tmp_path: Path, **settings: Any) -> Iterator[RunningCollec
         db=tmp_path / "collector.sqlite",
         service="acme-companies-api",
         api_keys={hash_key(AGENT_KEY): "customer-1"},
-        ingest_keys=[hash_key(INGEST_KEY)],
+        ingest_keys=[hash_key(INGEST_KEY), hash_key(OTHER_INGEST_KEY)],
         pipeline_keys=[hash_key(PIPELINE_KEY)],
         **settings,
     )

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -21,10 +22,19 @@ from feedback_insights.ingest import CollectorClient, content_hash, ingest
 from feedback_insights.signals import score_new_records
 from feedback_insights.warehouse import Warehouse
 
-from .collector_server import AGENT_KEY, HMAC_KEY, INGEST_KEY, PIPELINE_KEY, RunningCollector, running_collector
+from .collector_server import (
+    AGENT_KEY,
+    HMAC_KEY,
+    INGEST_KEY,
+    OTHER_INGEST_KEY,
+    PIPELINE_KEY,
+    RunningCollector,
+    running_collector,
+)
 from .test_collector import PIPE, SUBMISSION, post
 
 INGEST = {"authorization": f"Bearer {INGEST_KEY}"}
+OTHER = {"authorization": f"Bearer {OTHER_INGEST_KEY}"}
 AGENT = {"authorization": f"Bearer {AGENT_KEY}"}
 #: Planted in reports to find their bytes in the collector's files: no secret, so it is kept.
 MARKER = "quokkalanternmarker"
@@ -51,14 +61,21 @@ def record(record_id: str, received_at: str = "2026-11-02T10:00:00Z", account: s
             "source": "sdk", "feedback": {**SUBMISSION, **feedback}}
 
 
-def forward(server: RunningCollector, *records: dict[str, Any]) -> list[dict[str, Any]]:
-    answer = post(server, "/v1/records", {"records": list(records)}, **INGEST)
+def forward(server: RunningCollector, *records: dict[str, Any], headers: dict[str, str] = INGEST) -> list[dict[str, Any]]:
+    answer = post(server, "/v1/records", {"records": list(records)}, **headers)
     assert answer.status_code == 200, answer.text
     return list(answer.json()["results"])
 
 
 def delete(server: RunningCollector, record_id: str, headers: dict[str, str] = INGEST) -> httpx.Response:
-    return httpx.delete(f"{server.url}/v1/records/{record_id}", headers=headers)
+    """``DELETE /v1/records/{id}``, the id percent-encoded as any client must (``.`` too in an id
+    that is only dots, which a client would otherwise resolve away as a path segment)."""
+    encoded = "%2E" * len(record_id) if record_id in (".", "..") else quote(record_id, safe="")
+    return httpx.delete(f"{server.url}/v1/records/{encoded}", headers=headers)
+
+
+def tombstones(server: RunningCollector) -> list[str]:
+    return [t["id"] for page in pages(server, 1000) for t in page["deleted"]]
 
 
 def pages(server: RunningCollector, limit: int, after: str | None = None) -> list[dict[str, Any]]:
@@ -96,9 +113,10 @@ def pipeline_config(tmp_path: Path, server: RunningCollector, monkeypatch: pytes
 # -- DELETE /v1/records/{record_id} -----------------------------------------------------------
 
 
-def test_delete_takes_the_ingest_key_and_answers_404_for_an_unknown_id(server: RunningCollector) -> None:
+def test_delete_takes_an_ingest_or_the_pipeline_key_and_answers_404_for_an_unknown_id(
+        server: RunningCollector) -> None:
     forward(server, record("fb_a"))
-    for headers in ({}, PIPE, AGENT, {"authorization": "Bearer wrong"}):
+    for headers in ({}, AGENT, {"authorization": "Bearer wrong"}):
         refused = delete(server, "fb_a", headers)
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
         assert refused.headers["link"] == '</feedback>; rel="agent-feedback"'
@@ -106,18 +124,130 @@ def test_delete_takes_the_ingest_key_and_answers_404_for_an_unknown_id(server: R
 
     deleted = delete(server, "fb_a")
     assert deleted.status_code == 204 and deleted.content == b""
-    for unknown in ("fb_a", "fb_never_stored"):
-        missing = delete(server, unknown)
+    for unknown, headers in (("fb_a", INGEST), ("fb_never_stored", INGEST), ("fb_never_stored", PIPE),
+                             ("with space", INGEST), ("été", PIPE)):
+        missing = delete(server, unknown, headers)
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
         assert missing.headers["link"] == '</feedback>; rel="agent-feedback"'
-    for bad in ("x" * 201, "a%20b", "%C3%A9t%C3%A9"):
+    for bad in ("x" * 129, ""):
         invalid = delete(server, bad)
         assert invalid.status_code == 400 and invalid.json()["error"]["details"][0]["path"] == "record_id"
     wrong_method = httpx.get(f"{server.url}/v1/records/fb_a", headers=INGEST)
     assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "DELETE"
     doc = httpx.get(server.url + "/openapi.json").json()
     (parameter,) = doc["paths"]["/v1/records/{record_id}"]["delete"]["parameters"]
-    assert parameter["schema"]["pattern"] == "^[A-Za-z0-9._:~-]{1,200}$"
+    assert parameter["schema"]["pattern"] == "^[\\s\\S]{1,128}$" and "percent-encoded" in parameter["description"]
+    body = doc["paths"]["/v1/records"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    # Stated in words: a record breaking it is rejected on its own, not the batch (AFP §5.1).
+    assert "^[A-Za-z0-9][A-Za-z0-9._:~-]{0,127}$" in body["properties"]["records"]["items"]["description"]
+
+
+# -- record ids: one charset, and DELETE reaches every id a store holds ----------------------
+
+
+def test_a_record_id_outside_the_charset_is_rejected_naming_the_field(server: RunningCollector) -> None:
+    bad = ["with space", "a/b", "a?b", "#x", "50%off", "été", "a\nb", "-lead", ".", "..", "x" * 129, ""]
+    results = forward(server, *(record(i, session_id=f"s-bad-{n}") for n, i in enumerate(bad)))
+    for result in results:
+        assert result["status"] == "rejected", result
+        assert [d["path"] for d in result["error"]["details"]] == ["id"], result
+    assert server.collector.store.count() == 0
+    good = ["A", "7", "fb_01JAX3ZK7Q8W2M4N6P9R", "svc:123", "a.b~c-d_e:f", "9" * 128]
+    results = forward(server, *(record(i, session_id=f"s-good-{n}") for n, i in enumerate(good)))
+    assert [(r["id"], r["status"]) for r in results] == [(i, "accepted") for i in good]
+    for record_id in good:
+        assert delete(server, record_id).status_code == 204, record_id
+    assert tombstones(server) == good
+
+
+def test_delete_reaches_every_id_a_store_holds_percent_encoded(server: RunningCollector) -> None:
+    """A collector from before the id rule stored any 1 to 128 characters: the pipeline's key
+    must still reach them, so the DELETE path takes any id, percent-encoded."""
+    legacy = ["with space", "a/b", "x/", "50%off", "été", "a?b#c", "a\nb", "..", "z" * 128]
+    for n, record_id in enumerate(legacy):
+        server.collector.store.add(record(record_id, session_id=f"s-legacy-{n}"), None)
+    for record_id in legacy:
+        assert delete(server, record_id, PIPE).status_code == 204, record_id
+        assert delete(server, record_id, PIPE).status_code == 404, record_id
+    assert tombstones(server) == legacy and server.collector.store.count() == 0
+
+
+# -- who may delete what ---------------------------------------------------------------------
+
+
+def test_a_key_deletes_only_what_it_may(server: RunningCollector) -> None:
+    """An ingest key deletes the records it forwarded; the pipeline's key any record (what
+    ``forget`` needs); an agent's key none. Another's record is answered 404, as an unknown id is,
+    so a key cannot learn which ids others hold; nothing is deleted."""
+    forward(server, record("fb_mine", session_id="s-mine"))
+    forward(server, record("fb_theirs", session_id="s-theirs"), headers=OTHER)
+    agent = post(server, "/feedback", {**SUBMISSION, "session_id": "s-agent"}, **AGENT).json()["id"]
+    assert post(server, "/feedback", {**SUBMISSION, "session_id": "s-agent"}).json()["id"] == agent  # a retry
+    anonymous = post(server, "/feedback", {**SUBMISSION, "session_id": "s-anon"}).json()["id"]
+    for target, headers in (("fb_theirs", INGEST), (agent, INGEST), (anonymous, INGEST), ("fb_mine", OTHER),
+                            (agent, OTHER)):
+        refused = delete(server, target, headers)
+        assert refused.status_code == 404 and refused.json()["error"]["message"] == f"No record {target}"
+    assert delete(server, agent, AGENT).status_code == 401
+    assert server.collector.store.count() == 5 and tombstones(server) == []
+
+    assert delete(server, "fb_mine").status_code == 204
+    assert delete(server, "fb_theirs", OTHER).status_code == 204
+    assert delete(server, agent, PIPE).status_code == 204  # and its retry with it
+    assert delete(server, anonymous, PIPE).status_code == 204
+    gone = tombstones(server)
+    assert gone[:2] == ["fb_mine", "fb_theirs"] and gone[2] == agent and gone[4] == anonymous and len(gone) == 5
+    assert server.collector.store.count() == 0
+
+
+def test_deleting_a_record_leaves_the_retries_another_key_forwarded(server: RunningCollector) -> None:
+    forward(server, record("fb_first", session_id="s-shared"), record("fb_own_retry", session_id="s-shared"))
+    answered = forward(server, record("fb_their_retry", session_id="s-shared"),
+                       record("fb_their_retry_2", session_id="s-shared"), headers=OTHER)
+    assert [(r["id"], r["status"]) for r in answered] == [("fb_first", "duplicate")] * 2
+
+    assert delete(server, "fb_first").status_code == 204
+    assert tombstones(server) == ["fb_first", "fb_own_retry"]
+    # The earliest retry left is now the first report; a later retry is answered with it.
+    kept = {r["id"]: r.get("duplicate_of") for page in pages(server, 1000) for r in page["records"]}
+    assert kept == {"fb_their_retry": None, "fb_their_retry_2": "fb_their_retry"}
+    assert forward(server, record("fb_later", session_id="s-shared")) == [{"id": "fb_their_retry",
+                                                                          "status": "duplicate"}]
+    assert delete(server, "fb_their_retry", OTHER).status_code == 204
+    assert tombstones(server)[2:] == ["fb_their_retry", "fb_their_retry_2"]
+    assert [r["id"] for page in pages(server, 1000) for r in page["records"]] == ["fb_later"]
+
+
+# -- a known id with other content -------------------------------------------------------------
+
+
+def test_a_known_id_with_other_content_is_409_naming_both_hashes_and_nothing_is_stored(
+        server: RunningCollector) -> None:
+    forward(server, record("fb_x", session_id="s-x"))
+    (stored,) = [r for page in pages(server, 10) for r in page["records"]]
+    assert forward(server, record("fb_x", session_id="s-x")) == [{"id": "fb_x", "status": "duplicate"}]
+    assert forward(server, record("fb_x", session_id="s-x"), headers=OTHER)[0]["status"] == "duplicate"
+
+    other = {**record("fb_x", session_id="s-x", message="Another report entirely"), "service": "billing-api"}
+    for batch, position in (([record("fb_new", session_id="s-new"), other], 1),
+                            ([record("fb_y", session_id="s-y"), record("fb_y", session_id="s-y", goal="else")], 1)):
+        answer = post(server, "/v1/records", {"records": batch}, **INGEST)
+        assert answer.status_code == 409 and answer.headers["link"] == '</feedback>; rel="agent-feedback"'
+        failure = answer.json()["error"]
+        assert failure["code"] == "conflict"
+        (detail,) = failure["details"]
+        assert detail["path"] == f"records.{position}.id" and detail["stored_hash"] != detail["new_hash"]
+        assert detail["stored_hash"] in failure["message"] and detail["new_hash"] in failure["message"]
+    # Nothing of a refused batch is stored: fb_new and fb_y are not, fb_x is as it was.
+    assert [r for page in pages(server, 10) for r in page["records"]] == [stored]
+
+    first_answer = post(server, "/v1/records", {"records": [other]}, **INGEST).json()["error"]["details"][0]
+    assert first_answer["stored_hash"] == content_hash(stored)
+    # The new hash is the content hash of the record as it would be stored.
+    assert delete(server, "fb_x").status_code == 204
+    assert forward(server, other)[0]["status"] == "accepted"
+    (replacement,) = [r for page in pages(server, 10) for r in page["records"]]
+    assert replacement["service"] == "billing-api" and content_hash(replacement) == first_answer["new_hash"]
 
 
 def file_bytes(db: Path) -> bytes:
@@ -146,7 +276,7 @@ def test_a_deleted_record_and_its_retries_leave_no_byte_in_the_sqlite_file(serve
     assert wait_for(lambda: MARKER.encode() in server.db.read_bytes())
     assert MARKER.encode() in wal.read_bytes()
 
-    assert delete(server, first).status_code == 204
+    assert delete(server, first, PIPE).status_code == 204  # an agent's report: the pipeline's to delete
     assert wait_for(lambda: MARKER.encode() not in file_bytes(server.db))
     assert KEPT.encode() in file_bytes(server.db)
     (page,) = pages(server, 100)
@@ -351,5 +481,7 @@ def test_a_collector_file_from_before_retries_were_rows_is_upgraded(tmp_path: Pa
         first, retry = [r for page in pages(server, 10) for r in page["records"]]
         assert first["id"] == "fb_old" and "duplicate_of" not in first
         assert retry["duplicate_of"] == "fb_old"
-        assert delete(server, "fb_old").status_code == 204
+        # Whose its records were, a file from before owners were kept does not say: the pipeline's.
+        assert delete(server, "fb_old").status_code == 404
+        assert delete(server, "fb_old", PIPE).status_code == 204
         assert [t["id"] for page in pages(server, 10) for t in page["deleted"]] == ["fb_old", retry["id"]]

@@ -25,18 +25,21 @@ def bearer(request: Request) -> str | None:
 
 
 def requires_key(collector: Collector, keys: list[str], role: str) -> Any:
-    """A route dependency: 401 unless the bearer token is one of ``keys`` (``role``: whose
-    keys they are, for the message). Each failure counts towards the address's rate limit, and
-    an address over it is answered 429 before its key is looked at."""
+    """A route dependency whose value is the key's hash (whose it is decides what a deletion may
+    reach): 401 unless the bearer token is one of ``keys`` (``role``: whose keys they are, for
+    the message). Each failure counts towards the address's rate limit, and an address over it
+    is answered 429 before its key is looked at."""
 
-    def check(request: Request) -> None:
+    def check(request: Request) -> str:
         ip = client_ip(request)
         if refused := collector.blocked(ip):
             raise Refused(refused)
         token = bearer(request)
-        if token is None or hash_key(token) not in keys:
+        hashed = None if token is None else hash_key(token)
+        if hashed is None or hashed not in keys:
             unauthorized = error(401, "unauthorized", f"A valid {role} key is required")
             raise Refused(collector.failed_authentication(ip, unauthorized))
+        return hashed
 
     return Depends(check)
 

@@ -75,20 +75,41 @@ class Collector:
         return _too_many(self.per_ip.wait(ip, time.monotonic()), "Too many failed authentications") or refusal
 
     def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None]:
-        """Scrub, store and match one report in the collector envelope: its id (the first
+        """Scrub, store and match an agent's report in the collector envelope: its id (the first
         report's, for a retry, which is stored as a row of its own), whether it is a new report,
         and the known issue it belongs to."""
-        scrubbed = Redactor(self.pseudonymise).value(envelope)
-        normalise = dialects.dialect(module).normalise
-        canonical = normalise(scrubbed, _origin(scrubbed))  # before storing: nothing is kept that cannot be read
-        record_id, created = self.store.add(scrubbed, retry_key(module, scrubbed, canonical))
-        if record_id != scrubbed["id"]:  # a retry: it is the first report that known issues list
-            canonical = normalise({**scrubbed, "id": record_id}, _origin(scrubbed))
-        return record_id, created, self.known.match(canonical)
+        return self.accept_batch([(envelope, module)], owner=None)[0]
 
-    def delete(self, record_id: str) -> bool:
-        """Delete a record and its retries (tombstones in the pull feed); False: no such record."""
-        if not self.store.delete(record_id, now_iso()):
+    def accept_batch(self, envelopes: list[tuple[dict[str, Any], str]],
+                     owner: str | None) -> list[tuple[str, bool, dict[str, Any] | None]]:
+        """:meth:`accept` for records in the collector envelope with their dialects, stored in one
+        transaction as ``owner``'s (the hash of the ingest key that forwarded them); raises
+        :class:`~._store.Conflict` (nothing stored) for an id already stored with other content."""
+        prepared = [(module, *self._scrubbed(envelope, module)) for envelope, module in envelopes]
+        stored = self.store.add_batch([(record, retry_key(module, record, canonical))
+                                       for module, record, canonical in prepared], owner)
+        return [(record_id, created, self._known(module, record, canonical, record_id))
+                for (module, record, canonical), (record_id, created) in zip(prepared, stored, strict=True)]
+
+    def _scrubbed(self, envelope: dict[str, Any], module: str) -> tuple[dict[str, Any], list[CanonicalRecord]]:
+        """The record as it is stored (scrubbed, its account pseudonymised) and as it reads,
+        normalised before it is stored: nothing is kept that cannot be read."""
+        scrubbed = Redactor(self.pseudonymise).value(envelope)
+        return scrubbed, dialects.dialect(module).normalise(scrubbed, _origin(scrubbed))
+
+    def _known(self, module: str, record: dict[str, Any], canonical: list[CanonicalRecord],
+               record_id: str) -> dict[str, Any] | None:
+        """The known issue a stored report belongs to; a retry's is its first report's, the id
+        known issues list (``record_id``, what the retry is answered with)."""
+        if record_id != record["id"]:
+            canonical = dialects.dialect(module).normalise({**record, "id": record_id}, _origin(record))
+        return self.known.match(canonical)
+
+    def delete(self, record_id: str, by: str | None) -> bool:
+        """Delete a record and those of its retries ``by`` may delete (an ingest key's hash: what
+        it forwarded; None, the pipeline: any), with tombstones in the pull feed; False: no such
+        record, or not ``by``'s."""
+        if not self.store.delete(record_id, now_iso(), by):
             return False
         self.reload_known_issues()  # they no longer list the deleted ids
         return True

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import Path, Request, Response
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import ClientDisconnect
 
 from ..core import Problem, depth_problem
@@ -23,6 +24,32 @@ _JSON_MEDIA_TYPE = re.compile(r"application/(?:[a-z0-9!#$&^_.+-]+\+)?json", re.I
 #: longer than a known issue's 200.
 PATH_ID_PATTERN = r"^[A-Za-z0-9._:~-]{1,200}$"
 PathId = Annotated[str, Path(pattern=PATH_ID_PATTERN, description="1 to 200 of A-Z a-z 0-9 . _ : ~ -")]
+
+#: A record id the collector stores (``POST /v1/records``; agents' are ``fb_<ulid>``): at most AFP's
+#: 128 characters, URL-safe so that it is written in a path as it is, and starting with a letter
+#: or digit (never ``.``, ``..`` or an option's ``-``).
+RECORD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:~-]{0,127}$"
+RECORD_ID_RULE = "1 to 128 of A-Z a-z 0-9 . _ : ~ -, the first a letter or digit"
+#: A record id in ``DELETE /v1/records/{id}``: any id a store may hold, percent-encoded (a collector
+#: from before :data:`RECORD_ID_PATTERN` stored any 1 to 128 characters, ``/`` included).
+StoredId = Annotated[str, Path(pattern=r"^[\s\S]{1,128}$",
+                               description="the record's id, 1 to 128 characters, percent-encoded")]
+
+
+class AnyText(Convertor[str]):
+    """A path parameter that is the rest of the path, whatever it holds: Starlette's ``path``
+    (``.*``) stops at a newline, and an id may hold one. Route it as ``{name:any}``."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("any", AnyText())
 
 
 class Refused(Exception):

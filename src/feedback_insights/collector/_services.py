@@ -1,8 +1,14 @@
 """The services' side, with an ingest key: AFP §5.1 record forwarding, and deleting a record
-(its retries with it) when the service deletes it."""
+(its retries with it) when the service deletes it. The pipeline's key deletes too: ``forget``
+reaches the collector's own file that way.
+
+A key deletes only what it may: an ingest key the records it forwarded, the pipeline's key any
+record. Another key's record is answered as an unknown id is (404), so that no key learns which
+ids the others hold."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -12,10 +18,22 @@ from ..ingest import dialects
 from . import _openapi as openapi
 from ._auth import requires_key
 from ._collector import Collector
-from ._http import PathId, error, invalid, json_response, read_json, too_deep
+from ._http import RECORD_ID_PATTERN, RECORD_ID_RULE, StoredId, error, invalid, json_response, read_json, too_deep
+from ._store import Conflict
 
 SCHEMAS = SchemaSet(schemas_dir() / "collector")
 MAX_RECORDS = 100
+_RECORD_ID = re.compile(RECORD_ID_PATTERN)
+
+
+def _records_body() -> dict[str, Any]:
+    """The request's schema for the OpenAPI document, with the id rule in words: a record that
+    breaks it is rejected on its own (AFP §5.1), so it is no rule of the batch's schema."""
+    body = openapi.schema("collector/records_request.schema.json")
+    records = body["properties"]["records"]
+    items = {**records["items"], "description": f"An AFP record (§5.1). Its id must match {RECORD_ID_PATTERN} "
+                                                f"({RECORD_ID_RULE}); a record that breaks it is rejected, path id."}
+    return {**body, "properties": {**body["properties"], "records": {**records, "items": items}}}
 
 
 def _batch_problems(body: Any) -> list[Problem]:
@@ -26,13 +44,18 @@ def _batch_problems(body: Any) -> list[Problem]:
 
 def _checked(record: dict[str, Any], max_bytes: int) -> tuple[str, list[Problem]]:
     """One record's dialect and what is wrong with it: its nesting before anything walks it,
-    then its dialect's validation. AFP, unless the body inside is plainly another dialect."""
+    then its dialect's validation, and its id, which must be one ``DELETE`` can be sent for as it
+    is written. AFP, unless the body inside is plainly another dialect."""
     if problems := too_deep(record):
         return "afp", problems
     module = dialects.detect(record) or "afp"
     problems = dialects.dialect(module).validate(record, max_bytes=max_bytes)
     if not problems and not isinstance(record.get("feedback"), dict):
         problems = [Problem("feedback", "is required: a record wraps the submission")]
+    record_id = record.get("id")
+    if (isinstance(record_id, str) and not _RECORD_ID.fullmatch(record_id)
+            and not any(problem.path == "id" for problem in problems)):
+        problems = [*problems, Problem("id", f"must be {RECORD_ID_RULE}")]
     return module, problems
 
 
@@ -43,45 +66,65 @@ def _rejected(record: dict[str, Any], problems: list[Problem]) -> dict[str, Any]
     return {"id": record_id if isinstance(record_id, str) else None, "status": "rejected", "error": failure}
 
 
+def _conflict(conflict: Conflict, position: int) -> Response:
+    """409 for an id already stored (or earlier in the batch) with other content, naming both
+    content hashes: the sender reused an id, which must stop it rather than lose the report."""
+    path = f"records.{position}.id"
+    message = (f"{conflict.record_id} is already stored with other content (stored content hash "
+               f"{conflict.stored_hash}, this record's {conflict.new_hash}); nothing of the batch was stored: "
+               "send a different report under a new id")
+    detail = {"path": path, "message": message, "stored_hash": conflict.stored_hash, "new_hash": conflict.new_hash}
+    return error(409, "conflict", f"{path}: {message}", [detail])
+
+
 def router(collector: Collector) -> APIRouter:
     routes = APIRouter(tags=["services"])
     config = collector.config
     max_body = MAX_RECORDS * (config.max_bytes + 1024)
     ingest_key = requires_key(collector, config.ingest_keys, "ingest")
+    deleting_key = requires_key(collector, [*config.ingest_keys, *config.pipeline_keys], "ingest or pipeline")
 
     results_answer = {200: ("One result per record", openapi.RECORD_RESULTS)}
 
-    @routes.post("/v1/records", responses=openapi.answers(results_answer, (400, 401, 413, 415, 429), max_body),
-                 openapi_extra=openapi.json_body(openapi.schema("collector/records_request.schema.json"), max_body),
-                 dependencies=[ingest_key])
-    async def ingest_records(request: Request) -> Response:
+    @routes.post("/v1/records", responses=openapi.answers(results_answer, (400, 401, 409, 413, 415, 429), max_body),
+                 openapi_extra=openapi.json_body(_records_body(), max_body))
+    async def ingest_records(request: Request, key: str = ingest_key) -> Response:
         """AFP §5.1: a service forwards 1 to 100 records with its ingest key; each gets
-        accepted, duplicate or rejected, with the known issue it belongs to."""
+        accepted, duplicate or rejected, with the known issue it belongs to. The records are
+        stored in one transaction, as the key's: an id already stored with other content is a 409
+        and nothing of the batch is stored."""
         body, refused = await read_json(request, max_body)
         if refused:
             return refused
         if problems := _batch_problems(body):
             return invalid("invalid_request", problems)
-        results = []
-        for record in body["records"]:
+        results: dict[int, dict[str, Any]] = {}
+        valid: list[tuple[int, dict[str, Any], str]] = []
+        for position, record in enumerate(body["records"]):
             module, problems = _checked(record, config.max_bytes)
             if problems:
-                results.append(_rejected(record, problems))
-                continue
-            record_id, created, known = collector.accept(record, module)
+                results[position] = _rejected(record, problems)
+            else:
+                valid.append((position, record, module))
+        try:
+            stored = collector.accept_batch([(record, module) for _, record, module in valid], owner=key)
+        except Conflict as conflict:
+            return _conflict(conflict, valid[conflict.position][0])
+        for (position, _, _), (record_id, created, known) in zip(valid, stored, strict=True):
             result: dict[str, Any] = {"id": record_id, "status": "accepted" if created else "duplicate"}
             if known:
                 result["known_issue"] = known
-            results.append(result)
-        return json_response({"results": results})
+            results[position] = result
+        return json_response({"results": [results[position] for position in sorted(results)]})
 
-    @routes.delete("/v1/records/{record_id}", status_code=204, dependencies=[ingest_key],
+    @routes.delete("/v1/records/{record_id:any}", status_code=204,
                    responses=openapi.answers({204: ("Deleted, with its retries", None)}, (400, 401, 404, 429)))
-    async def delete_record(record_id: PathId) -> Response:
-        """The service deleted a record: it is removed with its retries, nothing of them is left
-        in the collector's file, and the pull feed carries a tombstone for each, so the
-        pipeline forgets them too."""
-        if not collector.delete(record_id):
+    async def delete_record(record_id: StoredId, key: str = deleting_key) -> Response:
+        """The service deleted a record, or the pipeline forgot it: it is removed with its
+        retries (an ingest key: those it forwarded itself), nothing of them is left in the
+        collector's file, and the pull feed carries a tombstone for each, so the pipeline forgets
+        them too. An ingest key reaches only the records it forwarded, the pipeline's key any."""
+        if not collector.delete(record_id, by=None if key in config.pipeline_keys else key):
             return error(404, "not_found", f"No record {record_id}")
         return Response(status_code=204)
 

@@ -7,6 +7,11 @@ leaves; SQLite has a single writer, so sequence order is commit order and a read
 A retry (the same service, session_id and content as an earlier report: what the warehouse calls
 one) is a row of its own pointing at the first report (``duplicate_of``): retries are demand.
 
+A record forwarded by a service keeps the hash of the ingest key that forwarded it (``owner``), so
+that a service deletes only its own records; an agent's report has none, and only the pipeline
+deletes it. A record id arrives once: sent again with the same content it is a duplicate, with
+other content a :class:`Conflict`, never a silent drop.
+
 A deleted record leaves nothing of itself in the file: ``secure_delete`` zeroes what SQLite frees,
 and the write-ahead log, which still holds the pages as they were, is checkpointed and truncated.
 """
@@ -24,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from ..ingest import content_hash
+
 log = logging.getLogger("feedback_insights.collector")
 
 #: ``PRAGMA user_version``: 0 a file from before retries were rows (or a new one); 1 its tables
@@ -37,7 +44,8 @@ _SCHEMA = (
         received_at  TEXT NOT NULL,
         dedupe_key   TEXT,      -- same service, session_id and scrubbed content: a retry's key
         body         TEXT NOT NULL,
-        duplicate_of TEXT       -- a retry: the first report's id
+        duplicate_of TEXT,      -- a retry: the first report's id
+        owner        TEXT       -- the hash of the ingest key that forwarded it; NULL: an agent's report
     )""",
     # One first report per key; its retries share the key.
     """CREATE UNIQUE INDEX IF NOT EXISTS records_first ON records (dedupe_key)
@@ -70,6 +78,19 @@ UNION ALL
 SELECT seq, id, NULL, NULL, deleted_at FROM tombstones WHERE seq > :after
 ORDER BY seq LIMIT :limit
 """
+
+
+class Conflict(Exception):
+    """A record whose id is already stored with other content: the ``position`` in the batch, and
+    the content hashes of the stored record and of this one. Nothing of the batch is stored."""
+
+    def __init__(self, position: int, record_id: str, stored_hash: str, new_hash: str) -> None:
+        super().__init__(f"{record_id} is stored with other content")
+        self.position, self.record_id, self.stored_hash, self.new_hash = position, record_id, stored_hash, new_hash
+
+
+#: A record to store: the record itself (scrubbed), and its retry key (None: it names no session).
+Incoming = tuple[dict[str, Any], str | None]
 
 
 @dataclass(slots=True)
@@ -157,6 +178,9 @@ class Store:
                     self.con.execute(statement)
             for statement in _SCHEMA:
                 self.con.execute(statement)
+            if "owner" not in {row[1] for row in self.con.execute("PRAGMA table_info(records)")}:
+                # Whose records a file from before owners were kept holds is unknown: the pipeline's.
+                self.con.execute("ALTER TABLE records ADD COLUMN owner TEXT")
             if version == 0:
                 self.con.execute(f"PRAGMA user_version = {_KEYS_PENDING if exists else _CURRENT}")
 
@@ -220,39 +244,70 @@ class Store:
         return row[0] if row else None
 
     def add(self, record: dict[str, Any], dedupe_key: str | None) -> tuple[str, bool]:
-        """Store a record; returns (the id to answer with, whether it is a new report).
+        """Store an agent's report: :meth:`add_batch` of one, owned by no key."""
+        return self.add_batch([(record, dedupe_key)], owner=None)[0]
+
+    def add_batch(self, batch: list[Incoming], owner: str | None) -> list[tuple[str, bool]]:
+        """Store records in one transaction, each ``owner``'s (an ingest key's hash); returns for
+        each (the id to answer with, whether it is a new report).
 
         A retry (``dedupe_key`` an earlier report's) is stored as its own row pointing at that
-        report and answered with its id. A record whose id is already stored was delivered
-        twice: nothing is stored, and the answer is the id its first report has."""
+        report and answered with its id. A record whose id is already stored (or earlier in the
+        batch) was delivered twice: with the same content nothing is stored and the answer is the
+        id its first report has; with other content it is a :class:`Conflict` and nothing of the
+        batch is stored."""
+        answers = []
         with self._transaction():
-            row = self.con.execute("SELECT coalesce(duplicate_of, id) FROM records WHERE id = ?",
-                                   [record["id"]]).fetchone()
-            if row:
-                return row[0], False
-            first = self._first_of(dedupe_key)
-            self.con.execute(
-                "INSERT INTO records (id, received_at, dedupe_key, duplicate_of, body) VALUES (?, ?, ?, ?, ?)",
-                [record["id"], record["received_at"], dedupe_key, first, orjson.dumps(record).decode()],
-            )
-        return (first, False) if first else (record["id"], True)
+            for position, (record, dedupe_key) in enumerate(batch):
+                row = self.con.execute("SELECT coalesce(duplicate_of, id), body FROM records WHERE id = ?",
+                                       [record["id"]]).fetchone()
+                if row:
+                    stored_hash, new_hash = content_hash(orjson.loads(row[1])), content_hash(record)
+                    if stored_hash != new_hash:
+                        raise Conflict(position, record["id"], stored_hash, new_hash)
+                    answers.append((row[0], False))
+                    continue
+                first = self._first_of(dedupe_key)
+                self.con.execute(
+                    "INSERT INTO records (id, received_at, dedupe_key, duplicate_of, body, owner) VALUES (?, ?, ?, ?, ?, ?)",
+                    [record["id"], record["received_at"], dedupe_key, first, orjson.dumps(record).decode(), owner],
+                )
+                answers.append((first, False) if first else (record["id"], True))
+        return answers
 
-    def delete(self, record_id: str, now: str) -> list[str]:
-        """Remove a record and its retries, leave a tombstone for each, and drop their ids from
-        the known issues that list them; returns the ids removed (none: no such record)."""
+    def delete(self, record_id: str, now: str, by: str | None) -> list[str]:
+        """Remove a record and those of its retries ``by`` may delete, leave a tombstone for each,
+        and drop their ids from the known issues that list them; returns the ids removed (none:
+        no such record, or not ``by``'s).
+
+        ``by`` is the hash of an ingest key, which may delete only what it forwarded, or None for
+        the pipeline, which may delete any record (``forget``). A retry another key forwarded
+        stays: the earliest one left becomes the first report, and the others its retries."""
+        mine = "id = :id OR (duplicate_of = :id AND (:by IS NULL OR owner = :by))"
         with self._transaction():
-            if not self.con.execute("SELECT 1 FROM records WHERE id = ?", [record_id]).fetchone():
+            row = self.con.execute("SELECT owner FROM records WHERE id = ?", [record_id]).fetchone()
+            if row is None or (by is not None and row[0] != by):
                 return []
-            retries = self.con.execute("SELECT id FROM records WHERE duplicate_of = ? ORDER BY seq",
-                                       [record_id]).fetchall()
-            removed = [record_id, *(row[0] for row in retries)]
-            self.con.execute("DELETE FROM records WHERE id = ? OR duplicate_of = ?", [record_id, record_id])
+            removed = [gone for (gone,) in self.con.execute(f"SELECT id FROM records WHERE {mine} ORDER BY seq",
+                                                            {"id": record_id, "by": by})]
+            self.con.execute(f"DELETE FROM records WHERE {mine}", {"id": record_id, "by": by})
+            self._promote_first_retry(record_id)
             for gone in removed:
                 self.con.execute("INSERT INTO tombstones (seq, id, deleted_at) VALUES (?, ?, ?)",
                                  [self._next_seq(), gone, now])
             self._unlist(set(removed))
         self._purge.set()
         return removed
+
+    def _promote_first_retry(self, deleted_id: str) -> None:
+        """The retries left of a deleted report: the earliest becomes the first report (its retry
+        key now unique to it), the others point at it."""
+        survivor = self.con.execute("SELECT id FROM records WHERE duplicate_of = ? ORDER BY seq LIMIT 1",
+                                    [deleted_id]).fetchone()
+        if survivor is None:
+            return
+        self.con.execute("UPDATE records SET duplicate_of = NULL WHERE id = ?", [survivor[0]])
+        self.con.execute("UPDATE records SET duplicate_of = ? WHERE duplicate_of = ?", [survivor[0], deleted_id])
 
     def _next_seq(self) -> int:
         """The next number of the sequence records and tombstones share. Records take theirs
