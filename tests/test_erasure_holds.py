@@ -11,7 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
-from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, SqlTableConfig, WarehouseConfig
+from feedback_insights.config import (
+    Config,
+    FileDropConfig,
+    HttpCollectorConfig,
+    PrivacyConfig,
+    SqlTableConfig,
+    WarehouseConfig,
+)
 from feedback_insights.ingest import ingest
 from feedback_insights.privacy import Pseudonymiser
 from feedback_insights.publish import AmbiguousRecord, forget, records_to_forget
@@ -198,3 +205,25 @@ def test_a_sql_row_id_that_was_hashed_at_ingest_is_found_by_the_id_its_source_ha
         [(stored,)] = wh.con.execute("SELECT id FROM records").fetchall()
         target = records_to_forget(config, wh, record=secret_id)
     assert stored.startswith("idh_") and target.keys == [("console", stored)]
+
+
+def test_forget_reaches_the_collector_that_sent_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from .collector_server import INGEST_KEY, PIPELINE_KEY, running_collector
+    from .test_collector import SUBMISSION, post, pull_all
+
+    monkeypatch.setenv("ACME_PIPELINE_KEY", PIPELINE_KEY)
+    with running_collector(tmp_path) as server:
+        for n in (1, 2):
+            record = {"id": f"fb_{n}", "received_at": f"2026-10-01T10:00:0{n}Z", "service": "acme-companies-api",
+                      "account": f"customer-{n}", "source": "http", "feedback": {**SUBMISSION, "session_id": f"s{n}"}}
+            assert post(server, "/v1/records", {"records": [record]}, authorization=f"Bearer {INGEST_KEY}").status_code == 200
+        source = HttpCollectorConfig(kind="http", name="acme", url=server.url, key_env="ACME_PIPELINE_KEY")
+        config = _config(tmp_path, source)
+        with Warehouse(config.warehouse.path) as wh:
+            ingest(config, wh)
+            run = forget(config, wh, records_to_forget(config, wh, record="fb_1"), "dpo", "asked")
+            again = ingest(config, wh)  # the collector's tombstone is read: nothing comes back
+            stored = _ids(wh)
+        held = [r["id"] for r in pull_all(server)]
+    assert run.at_collectors == 1 and run.collector_errors == []
+    assert held == ["fb_2"] and stored == ["fb_2"] and again.counts.new == 0
