@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ import httpx
 import pytest
 
 from feedback_insights.clusters import cluster_new_records
+from feedback_insights.collector import Store
 from feedback_insights.config import Config, HttpCollectorConfig, PrivacyConfig, WarehouseConfig
 from feedback_insights.core import SchemaSet, schemas_dir
 from feedback_insights.ingest import CollectorClient, content_hash, ingest
@@ -250,9 +253,35 @@ def test_a_known_id_with_other_content_is_409_naming_both_hashes_and_nothing_is_
     assert replacement["service"] == "billing-api" and content_hash(replacement) == first_answer["new_hash"]
 
 
+#: Every file SQLite keeps beside a database: its write-ahead log, the log's shared-memory
+#: index, a rollback journal.
+COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def store_files(db: Path) -> dict[str, bytes]:
+    """The database file (free pages included) and every companion file, as they are on disk."""
+    paths = [db, *(db.with_name(db.name + suffix) for suffix in COMPANIONS)]
+    return {path.name: path.read_bytes() for path in paths if path.exists()}
+
+
 def file_bytes(db: Path) -> bytes:
-    """The database file and its write-ahead log, as they are on disk."""
-    return b"".join(path.read_bytes() for path in (db, db.with_name(db.name + "-wal")) if path.exists())
+    return b"".join(store_files(db).values())
+
+
+#: A collector process that deletes a report and is killed at once, before its checkpointer
+#: (once a second) has truncated the log: the log still holds the report's pages as written.
+_KILLED_AFTER_A_DELETE = f"""
+import os, signal, sys
+from feedback_insights.collector import Store
+store = Store(sys.argv[1])
+for i in range(20):
+    store.add({{"id": f"fb_kept_{{i}}", "received_at": "2026-11-02T10:00:00Z",
+               "feedback": {{"message": "Slow {KEPT} search " * 20}}}}, None)
+store.add({{"id": "fb_gone", "received_at": "2026-11-02T10:00:00Z",
+           "feedback": {{"message": "No hiring-role filter. " * 150 + "{MARKER}"}}}}, "key-gone")
+assert store.delete("fb_gone", "2026-11-02T10:01:00Z", by=None) == ["fb_gone"]
+os.kill(os.getpid(), signal.SIGKILL)
+"""
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 5) -> bool:
@@ -282,6 +311,26 @@ def test_a_deleted_record_and_its_retries_leave_no_byte_in_the_sqlite_file(serve
     (page,) = pages(server, 100)
     assert MARKER not in json.dumps(page)
     assert len(page["deleted"]) == 2 and page["deleted"][0]["id"] == first  # the report and its retry
+
+
+def test_a_store_reopened_after_a_crash_clears_the_deleted_report_from_its_log_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "collector.sqlite"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_A_DELETE, str(db)], capture_output=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr.decode()
+    # The positive control: the deletion was answered, and the log holds the report all the same.
+    left = {name for name, data in store_files(db).items() if MARKER.encode() in data}
+    assert left == {"collector.sqlite-wal"}
+
+    store = Store(db)
+    try:
+        assert {name: MARKER.encode() in data for name, data in store_files(db).items()} == {
+            "collector.sqlite": False, "collector.sqlite-wal": False, "collector.sqlite-shm": False}
+        assert KEPT.encode() in file_bytes(db) and store.count() == 20
+        page = store.page(0, 100)
+        assert page.deleted == [{"id": "fb_gone", "deleted_at": "2026-11-02T10:01:00Z"}]
+        assert MARKER not in json.dumps(page.records)
+    finally:
+        store.close()
 
 
 # -- tombstones in the pull feed --------------------------------------------------------------

@@ -13,7 +13,8 @@ deletes it. A record id arrives once: sent again with the same content it is a d
 other content a :class:`Conflict`, never a silent drop.
 
 A deleted record leaves nothing of itself in the file: ``secure_delete`` zeroes what SQLite frees,
-and the write-ahead log, which still holds the pages as they were, is checkpointed and truncated.
+and the write-ahead log, which still holds the pages as they were, is checkpointed and truncated,
+after every deletion and whenever the store opens (a process killed in between left them there).
 """
 
 from __future__ import annotations
@@ -144,6 +145,10 @@ class Store:
         self.con.execute("PRAGMA wal_autocheckpoint=0")
         self._stop = threading.Event()
         self._purge = threading.Event()  # a deletion waits for the log to be truncated
+        # A process killed after a deletion but before the log was truncated left the deleted
+        # pages in the log, and nothing would ask to truncate it again: do so before serving.
+        if self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+            self._purge.set()  # another process reads the file: the checkpointer tries again
         self._checkpointer = threading.Thread(target=self._checkpoint_loop, args=(str(path),), daemon=True)
         if str(path) != ":memory:":
             self._checkpointer.start()
