@@ -28,7 +28,7 @@ from feedback_insights.config import (
     WarehouseConfig,
 )
 from feedback_insights.core import MAX_DEPTH
-from feedback_insights.ingest import ingest, quarantine_entries, read_items, replay
+from feedback_insights.ingest import UnreadableFile, ingest, quarantine_entries, read_blocks, read_items, replay
 from feedback_insights.ingest._readers import KEPT_OF_A_CUT_LINE, MAX_LINE_BYTES
 from feedback_insights.warehouse import Warehouse
 
@@ -121,7 +121,7 @@ def test_a_file_that_cannot_be_read_is_one_entry_naming_it_and_the_drop_goes_on(
     drop = tmp_path / "drop"
     drop.mkdir()
     write_jsonl(drop / "a.jsonl", [submission(1)])
-    (drop / "b.jsonl").symlink_to("/proc/self/mem")  # a regular file whose every read is EIO
+    os.mkfifo(drop / "b.jsonl")  # not a regular file: refused at the open, never waited on
     _truncated_parquet(drop / "c.parquet")
     (drop / "d.json").write_text('[{"type": "bug", "goal": "g",')
     write_jsonl(drop / "e.jsonl", [submission(2)])
@@ -134,11 +134,11 @@ def test_a_file_that_cannot_be_read_is_one_entry_naming_it_and_the_drop_goes_on(
     assert first.errors == [] and second.errors == []
     assert goals == ["goal 1", "goal 2"]
     assert (first.counts.new, first.counts.quarantined) == (2, 3)
-    eio = orjson.loads(entries["b.jsonl"]["problems"])[0]["message"]
-    assert entries["b.jsonl"]["position"] == "file" and str(drop / "b.jsonl") in eio and "Input/output error" in eio
+    refused = orjson.loads(entries["b.jsonl"]["problems"])[0]["message"]
+    assert entries["b.jsonl"]["position"] == "file" and str(drop / "b.jsonl") in refused and "a FIFO" in refused
     assert "not a readable Parquet file" in orjson.loads(entries["c.parquet"]["problems"])[0]["message"]
     assert entries["d.json"]["position"] == "document"  # a broken JSON document: quarantined whole, as before
-    # The broken Parquet file is done with (one entry); the unreadable one cannot even be hashed,
+    # The broken Parquet file is done with (one entry); the refused one cannot even be hashed,
     # so each run tries it again and finds its one entry.
     assert (second.counts.new, second.counts.quarantined) == (0, 1)
     assert len(entries) == 3
@@ -305,3 +305,80 @@ def test_ids_that_carry_personal_data_are_kept_under_a_keyed_hash_and_the_summar
     assert "ids held" not in second.line()
     assert "1234567890123456789" in stored and "4111111111111111" in stored
     assert [i for i in stored if i.startswith("idh_")] and "jane.doe@example.org" not in stored
+
+
+# -- what a drop may hold: regular files inside it, under names that are scrubbed ---------------
+
+#: Text that lives outside the drop: it must reach no table and no byte of the warehouse file.
+OUTSIDE_CANARY = "canary-outside-the-drop-5c1e"
+EMAIL_NAME = "jane.doe@example.org.jsonl"
+TOKEN_NAME = SECRET_KEY + ".jsonl"
+
+
+def _hostile_drop(tmp_path: Path) -> Path:
+    """A drop with a report file, links out of it (to /proc and to a file beside it), a link
+    inside it, a FIFO, and files named like an email and a token."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write_jsonl(outside / "secrets.jsonl", [submission(9, goal=OUTSIDE_CANARY), {"not": OUTSIDE_CANARY}])
+    drop = tmp_path / "drop"
+    (drop / "sub").mkdir(parents=True)
+    write_jsonl(drop / "a.jsonl", [submission(1)])
+    (drop / "env.jsonl").symlink_to("/proc/self/environ")
+    (drop / "out.jsonl").symlink_to(outside / "secrets.jsonl")
+    (drop / "up.jsonl").symlink_to(Path("..") / "outside" / "secrets.jsonl")
+    write_jsonl(drop / "sub" / "b.jsonl", [submission(2)])  # no pattern matches sub/: read through the link only
+    (drop / "inner.jsonl").symlink_to(Path("sub") / "b.jsonl")
+    os.mkfifo(drop / "pipe.jsonl")
+    write_jsonl(drop / EMAIL_NAME, [submission(3), {"type": "nope"}])
+    write_jsonl(drop / TOKEN_NAME, [{"type": "nope"}])
+    return drop
+
+
+def test_a_drop_reads_only_regular_files_inside_it_and_stores_no_name_that_is_a_secret(tmp_path: Path) -> None:
+    drop = _hostile_drop(tmp_path)
+    config = files_config(tmp_path, drop)
+    with Warehouse(config.warehouse.path) as wh:
+        first = ingest(config, wh)
+        second = ingest(config, wh)
+        stored = wh.con.execute("SELECT goal, source_uri FROM records ORDER BY goal").fetchall()
+        entries = quarantine_entries(wh).to_dicts()
+        tables = [str(row) for table in ("records", "quarantine", "ingest_runs", "source_cursors")
+                  for row in wh.con.execute(f"SELECT * FROM {table}").fetchall()]
+    assert first.errors == [] and second.errors == []
+    assert [goal for goal, _ in stored] == ["goal 1", "goal 2", "goal 3"]
+    assert stored[1][1] == str(drop / "sub" / "b.jsonl")  # a link inside the drop is read as its target
+    refused = {Path(e["source_uri"]).name: orjson.loads(e["problems"])[0]["message"]
+               for e in entries if e["position"] == "file"}
+    assert set(refused) == {"env.jsonl", "out.jsonl", "up.jsonl", "pipe.jsonl"}
+    for name in ("env.jsonl", "out.jsonl", "up.jsonl"):
+        assert "symbolic link out of the drop, not followed" in refused[name]
+    assert "a FIFO, not a regular file" in refused["pipe.jsonl"]
+    assert all(e["raw"] == "" for e in entries if e["position"] == "file")  # nothing of a target is kept
+    # Refused files have no cursor: each run looks again and finds its one entry.
+    assert (second.counts.new, second.counts.quarantined) == (0, 4) and len(entries) == 6
+    kept = "\n".join(tables) + (tmp_path / "wh.duckdb").read_bytes().decode("latin-1")
+    for secret in (OUTSIDE_CANARY, "FEEDBACK_INSIGHTS", "PATH=", "jane.doe@example.org", SECRET_KEY):
+        assert secret not in kept, secret
+    named = {e["position"]: e["source_uri"] for e in entries if e["position"] != "file"}
+    assert sorted(named.values()) == sorted([str(drop / "[REDACTED:email:1]"), str(drop / "[REDACTED:github_token:1].jsonl")])
+    assert stored[2][1] == str(drop / "[REDACTED:email:1]")  # the record's source_uri too
+
+
+@pytest.mark.parametrize(
+    ("path", "refusal"),
+    [("/proc/self/environ", "on /proc or /sys, not a regular file"), ("/dev/null", "a character device, not a regular file")],
+)
+def test_the_readers_refuse_what_is_not_a_regular_file(path: str, refusal: str) -> None:
+    with pytest.raises(UnreadableFile, match=refusal):
+        list(read_blocks(Path(path), 10))
+
+
+def test_the_readers_follow_no_symbolic_link_but_a_named_file_is_resolved(tmp_path: Path) -> None:
+    """A drop's file (``read_blocks``) is never a link; a file the user names on the command
+    line (``read_items``) is theirs to name through one."""
+    write_jsonl(tmp_path / "a.jsonl", [submission(1)])
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "a.jsonl")
+    with pytest.raises(UnreadableFile, match="is a symbolic link, not followed"):
+        list(read_blocks(tmp_path / "link.jsonl", 10))
+    assert [item.position for item in read_items(tmp_path / "link.jsonl")] == ["line 1"]

@@ -9,10 +9,20 @@ line (a line longer than :data:`MAX_LINE_BYTES` is cut there and quarantined, it
 held), Parquet one record batch at a time. A JSON document has to be parsed whole, so one over
 :data:`MAX_DOCUMENT_BYTES` is refused (:class:`UnreadableFile`): large drops belong in JSON Lines.
 What is remembered per file is a small hash per line, to number identical lines.
+
+Only regular files are read (:func:`open_regular`), judged on the opened descriptor so that
+nothing can be swapped in between a check and the open: never a symbolic link (a file drop
+resolves the links that stay inside it first), a device, a FIFO, a socket, or a file of /proc or
+/sys, whose bytes are made up for the reader (a process's environment, its memory).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
+import io
+import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -38,7 +48,48 @@ KEPT_OF_A_CUT_LINE = 1024
 
 
 class UnreadableFile(ValueError):
-    """A file that cannot be read as a whole (a broken JSON document, a corrupt Parquet)."""
+    """A file that cannot be read as a whole (a broken JSON document, a corrupt Parquet, a
+    file that is not a regular file)."""
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+@functools.cache
+def _pseudo_file_systems() -> frozenset[int]:
+    """The devices of /proc and /sys, whose files look regular."""
+    devices = set()
+    for root in ("/proc", "/sys"):
+        try:
+            devices.add(os.stat(root).st_dev)
+        except OSError:  # not Linux, or not mounted: nothing of theirs can be read either
+            pass
+    return frozenset(devices)
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """``path`` open for reading, if it is a regular file and not a link; else
+    :class:`UnreadableFile` saying what it is. ``O_NONBLOCK`` keeps a FIFO from stalling the
+    open until a writer comes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnreadableFile(f"{path}: is a symbolic link, not followed") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
+        if kind is None and info.st_dev in _pseudo_file_systems():
+            kind = "on /proc or /sys"
+        if kind is not None:
+            raise UnreadableFile(f"{path}: is {kind}, not a regular file; only regular files are read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def file_format(path: Path) -> str:
@@ -51,32 +102,33 @@ def file_format(path: Path) -> str:
 
 
 def read_items(path: Path | str) -> Iterator[RawItem]:
-    """Every item in ``path`` (``-`` reads JSON Lines from standard input)."""
-    for block in read_blocks(path, DEFAULT_BATCH_SIZE):
+    """Every item in ``path`` (``-`` reads JSON Lines from standard input). The path is one
+    someone named (on the command line, say), so a symbolic link in it is followed first."""
+    for block in read_blocks(path if str(path) == "-" else Path(path).resolve(), DEFAULT_BATCH_SIZE):
         yield from block
 
 
 def read_blocks(path: Path | str, size: int) -> Iterator[list[RawItem] | LineBlock]:
     """The items of ``path`` in blocks of at most ``size``. JSON Lines come as
     :class:`LineBlock` objects: unparsed lines are far cheaper to hand to a worker process than
-    one object per item."""
+    one object per item. Only a regular file is read (:func:`open_regular`)."""
     if str(path) == "-":
         yield from jsonl_blocks(sys.stdin.buffer, size)
         return
     path = Path(path)
     kind = file_format(path)
-    if kind == "jsonl":
-        with path.open("rb") as handle:
+    with open_regular(path) as handle:
+        if kind == "jsonl":
             yield from jsonl_blocks(handle, size)
-        return
-    if kind == "parquet":
-        yield from parquet_blocks(path, size)
-        return
-    if path.stat().st_size > MAX_DOCUMENT_BYTES:
-        raise UnreadableFile(
-            f"{path}: a JSON document over {MAX_DOCUMENT_BYTES >> 20} MiB is not read whole; send JSON Lines"
-        )
-    yield from _in_blocks(json_items(path.read_bytes(), path), size)
+        elif kind == "parquet":
+            yield from parquet_blocks(handle, path, size)
+        else:
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)  # a file that grows while it is read is bounded too
+            if len(data) > MAX_DOCUMENT_BYTES:
+                raise UnreadableFile(
+                    f"{path}: a JSON document over {MAX_DOCUMENT_BYTES >> 20} MiB is not read whole; send JSON Lines"
+                )
+            yield from _in_blocks(json_items(data, path), size)
 
 
 def _in_blocks(items: Iterable[RawItem], size: int) -> Iterator[list[RawItem]]:
@@ -181,13 +233,14 @@ def json_items(data: bytes, path: Path) -> Iterator[RawItem]:
         yield RawItem(document, "document")
 
 
-def parquet_blocks(path: Path, size: int) -> Iterator[list[RawItem]]:
-    """The rows of a Parquet file, one record batch at a time (null columns are absent fields)."""
+def parquet_blocks(handle: BinaryIO, path: Path, size: int) -> Iterator[list[RawItem]]:
+    """The rows of the Parquet file open in ``handle``, one record batch at a time (null
+    columns are absent fields)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=size)
+        batches = pq.ParquetFile(handle).iter_batches(batch_size=size)
         yield from _in_blocks(_with_occurrences(_numbered_rows(batches)), size)
     except pa.ArrowException as exc:
         raise UnreadableFile(f"{path}: not a readable Parquet file ({exc})") from exc
