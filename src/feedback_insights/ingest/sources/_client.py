@@ -53,8 +53,10 @@ class CollectorClient:
 
     def delete_record(self, record_id: str) -> bool:
         """Erase one record from the collector's store (the pipeline key may erase any record);
-        whether it was there."""
-        return self._request("DELETE", f"/v1/records/{quote(record_id, safe='')}", allow={404}).status_code != 404
+        whether it was there. An id of dots only is sent as ``%2E``s: clients resolve a ``.``
+        or ``..`` path segment away."""
+        segment = "%2E" * len(record_id) if record_id.strip(".") == "" else quote(record_id, safe="")
+        return self._request("DELETE", f"/v1/records/{segment}", allow={404}).status_code != 404
 
     def delete_known_issue(self, issue_id: str) -> None:
         self._request("DELETE", f"/v1/known-issues/{issue_id}", allow={404})
