@@ -12,10 +12,13 @@ Three uses, each chosen in ``[llm] clustering`` (none by default):
 
 Every prompt is a Jinja2 template in ``templates/`` with report text inside
 ``<untrusted_report>`` delimiters it cannot close (autoescaped: ``<``, ``>``, ``&`` become
-entities), under a system prompt that says report content is data. Answers are asked for in a
+entities), and what is said of a cluster (its service, its size) inside ``<untrusted_cluster>``,
+under a system prompt of our own text alone that says their content is data. Answers are asked for in a
 JSON schema (``schemas/cluster_*.schema.json``) and validated here: an endpoint need not enforce
 it. The first endpoint failure (after the client's retries; a hanging endpoint is a timeout)
 ends the model's part of the run: the rest is embedding-only, and :meth:`Assistant.line` says so.
+An answer refused or cut off is that one prompt's invalid answer: one hostile report that the
+model refuses to read does not end the model's help for the others.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 import orjson
 
 from ..core import shared_schemas
-from ..llm import ChatClient, LLMError
+from ..llm import ChatClient, LLMError, UnusableAnswer
 from ._algorithm import unit
 
 if TYPE_CHECKING:
@@ -79,12 +82,15 @@ _SPACE = re.compile(r"\s+")
 
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         autoescape=True,  # every value: & < > " ' become entities, so no report closes its delimiter
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    # A name (the service) is one short line: it cannot start a line that reads like the rules.
+    env.filters["one_line"] = lambda text: clip(_SPACE.sub(" ", str(text)).strip(), 200)
+    return env
 
 
 @cache
@@ -207,6 +213,10 @@ class Assistant:
         version, prompt_hash = prompt_version(purpose), sha256(orjson.dumps(prompt))
         try:
             text = self.client.complete(prompt, (f"cluster_{purpose}", schema))
+        except UnusableAnswer as exc:  # this prompt's answer (a report the model refuses), not the endpoint
+            self._log(Call(purpose, version, prompt_hash, None, "invalid", str(exc), time.perf_counter() - start,
+                           cluster_id, other_id))
+            return None
         except LLMError as exc:
             with self._lock:
                 self.failure = self.failure or str(exc)

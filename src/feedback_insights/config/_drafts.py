@@ -148,9 +148,11 @@ class LLMConfig(Strict):
     model: str = Field(min_length=1)
     key_env: str | None = Field(None, description="environment variable holding the API key")
     timeout: float = Field(60.0, gt=0)
-    retries: int = Field(2, ge=0, le=10, description="retries of timeouts, 429 and 5xx")
+    retries: int = Field(2, ge=0, le=10, description="retries of timeouts, rate limits (429) and 5xx; never of a used-up quota")
     max_prompt_tokens: int = Field(DEFAULT_PROMPT_TOKENS, ge=500, description="reports are trimmed to fit")
-    max_output_tokens: int = Field(800, ge=100)
+    max_output_tokens: int = Field(
+        800, ge=100, description="sent as max_completion_tokens (max_tokens to an endpoint that refuses it); "
+                                 "an answer cut off there is not used")
     json_mode: bool = Field(True, description="send response_format json_object")
     clustering: list[Literal["statements", "names", "merges"]] = Field(
         [], description="LLM-assisted clustering (clusters/_assist.py): none unless listed"

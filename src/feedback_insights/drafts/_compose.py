@@ -5,7 +5,8 @@ the evidence are always rendered by :mod:`._render`, and the LLM's text is neutr
 any report (it read the reports, so it may have been steered by one). The prompt shows each
 report with what the body shows of it: who reported it (:func:`neutralise.attribution`), its
 words, the turn it is about (the message, the turn before it, the dictation), the agent and
-its pointers, all inside the report's untrusted delimiters. An answer that is not
+its pointers, all inside the report's untrusted delimiters; what is said of the cluster (the
+service, the demand, the key terms) is inside ``<untrusted_cluster>``. An answer that is not
 valid JSON for ``schemas/issue_draft.schema.json`` is retried once, with the problem stated;
 after that, or when the endpoint fails, the template draft is used and the reason recorded.
 """
@@ -75,6 +76,9 @@ def _prompts() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["truncate_chars"] = lambda text, limit: neutralise.truncate(neutralise.clean(str(text)), limit)
+    # A value that names or counts something (the service, an id, a key term) is one line: it
+    # cannot start a line of its own that reads like a field, or like the rules.
+    env.filters["one_line"] = lambda text, limit=200: neutralise.truncate(" ".join(neutralise.clean(str(text)).split()), limit)
     env.filters["attribution"] = neutralise.attribution
     env.globals.update(turn=turn, pointers=pointers, agent_of=agent_of)
     return env
@@ -88,9 +92,11 @@ def estimate_tokens(messages: list[dict[str, str]]) -> int:
 
 def prompt_messages(draft: DraftInput, settings: DraftsConfig, max_tokens: int) -> list[dict[str, str]]:
     """The messages for ``draft``, trimmed to ``max_tokens``: fewer reports first
-    (the least telling go), then shorter texts; never an error."""
+    (the least telling go), then shorter texts; never an error. The system message is our text
+    alone (and the configured labels): every value taken from records, the service's name
+    included, is in the user message inside a delimited block it cannot close."""
     env = _prompts()
-    system = env.get_template("draft_system.j2").render(service=draft.service, labels=settings.suggested_labels)
+    system = env.get_template("draft_system.j2").render(labels=settings.suggested_labels)
     count, limit = min(len(draft.reports), MAX_PROMPT_REPORTS), settings.quote_chars
     while True:
         user = env.get_template("draft_user.j2").render(
