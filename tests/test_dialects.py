@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
+import orjson
 import pytest
 
-from feedback_insights.core import FIELDS
-from feedback_insights.ingest import RawItem, dialects, process
+from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
+from feedback_insights.core import DIALECTS, FIELDS, CanonicalRecord, Problem
+from feedback_insights.ingest import RawItem, dialects, ingest, process
 from feedback_insights.ingest.dialects import Origin
+from feedback_insights.privacy import Pseudonymiser
+from feedback_insights.warehouse import Warehouse
 
-from .conftest import REPO
+from .conftest import REPO, write_jsonl
 
 CANONICAL = json.loads((REPO / "schemas" / "canonical_record.schema.json").read_text())
 ORIGIN = Origin("test", "2026-11-30T00:00:00Z", digest="abc", service="default-svc")
@@ -330,3 +336,115 @@ def test_an_explicit_dialect_overrides_detection_and_explains_the_mismatch() -> 
                       choice="afp")
     assert not checked.records
     assert {p.path for p in checked.quarantined[0].problems} >= {"goal", "message", "type", "app_id"}
+
+
+# -- accounts, whatever dialect made the record -------------------------------------------------
+
+
+def canonical(**fields: Any) -> CanonicalRecord:
+    """A canonical record with every field, ``fields`` over neutral defaults: what a plugin
+    dialect's ``normalise`` returns."""
+    record = dict.fromkeys(FIELDS) | {"dialect": "plugin", "source": "human_authored", "lane": "bug_or_failure",
+                                      "category": "other"}
+    return record | fields  # type: ignore[return-value]
+
+
+class Crm:
+    """A CRM's case export, whose account is a field no built-in dialect has:
+    ``{"case": n, "who": {"customer_ref": …}, "assignee": …, "watchers": […], "subject": …}``."""
+
+    ORDER = 5
+    ACCOUNT_FIELDS = ("who.customer_ref",)
+    IDENTITY_FIELDS = ("assignee", "watchers.*")
+
+    @staticmethod
+    def looks_like(obj: Any) -> bool:
+        return isinstance(obj, dict) and "case" in obj
+
+    @staticmethod
+    def validate(obj: Any, max_bytes: int = 0, size: int | None = None) -> list[Problem]:
+        return [] if isinstance(obj.get("subject"), str) else [Problem("subject", "must be a string")]
+
+    @staticmethod
+    def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
+        return [canonical(id=f"case-{obj['case']}", dialect="crm", collector=origin.collector, service="crm-desk",
+                          account=obj["who"]["customer_ref"], received_at=origin.received_at, summary=obj["subject"],
+                          metadata=obj.get("metadata"), original=obj)]
+
+
+@pytest.fixture
+def crm_dialect() -> Iterator[None]:
+    DIALECTS.register("crm", Crm)
+    yield
+    DIALECTS.unregister("crm")
+
+
+PSEUDONYMS = Pseudonymiser("test-key")
+#: Who filed, was assigned, watched and reported the CRM's cases: none may be stored as it is.
+CRM_PEOPLE = ("cust-8841-q", "agent.smith.77", "watcher-zed-3", "reporter-jd-55", "cust-9912-q", "owner-kb-12")
+
+
+def test_a_plugin_dialect_s_accounts_reach_no_table_and_no_byte_of_the_warehouse(crm_dialect: None, tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    write_jsonl(drop / "cases.jsonl", [
+        {"case": 1, "who": {"customer_ref": "cust-8841-q"}, "assignee": "agent.smith.77", "watchers": ["watcher-zed-3"],
+         "subject": "Export stops at 10,000 rows", "metadata": {"reporter": "reporter-jd-55", "tier": "gold"}},
+        {"case": 2, "who": {"customer_ref": "cust-9912-q"}, "subject": 3, "metadata": {"ownerId": "owner-kb-12"}},
+    ])
+    config = Config(privacy=PrivacyConfig(hmac_key="test-key"), warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+                    sources=[FileDropConfig(kind="files", name="crm", path=drop)])
+    with Warehouse(config.warehouse.path) as wh:
+        summary = ingest(config, wh)
+        (stored,) = wh.con.execute("SELECT account, original, metadata FROM records").fetchall()
+        tables = [str(row) for table in ("records", "quarantine") for row in wh.con.execute(f"SELECT * FROM {table}").fetchall()]
+    assert (summary.counts.new, summary.counts.quarantined) == (1, 1)
+    account, original, metadata = stored[0], orjson.loads(stored[1]), orjson.loads(stored[2])
+    assert account == PSEUDONYMS("cust-8841-q") == original["who"]["customer_ref"]  # one pseudonym, both places
+    assert original["assignee"] == PSEUDONYMS("agent.smith.77") and original["watchers"] == [PSEUDONYMS("watcher-zed-3")]
+    assert metadata == {"reporter": PSEUDONYMS("reporter-jd-55"), "tier": "gold"} == original["metadata"]
+    kept = "\n".join(tables) + (tmp_path / "wh.duckdb").read_bytes().decode("latin-1")
+    for person in CRM_PEOPLE:
+        assert person not in kept, person
+    assert PSEUDONYMS("cust-9912-q") in kept  # the quarantined case keeps its account, pseudonymised
+
+
+def test_a_raw_account_under_a_key_that_names_a_person_is_pseudonymised_in_metadata_and_original() -> None:
+    people = {"reporter": "jane-r", "customer_id": "c-1", "accountName": "Acme Ltd", "user": "bob-7", "ownerId": "o-9",
+              "reporterEmail": "jane@example.org"}
+    kept = {"user_agent": "curl/8.5", "user_query": "why", "author": "agent", "owner_count": 3}
+    body = {"tool_name": "export", "summary": "Export stops", "metadata": {**people, **kept}}
+    report = {"id": "fb_1", "received_at": "2026-11-01T00:00:00Z", "service": "svc", "account": "acct-raw-1", "feedback": body}
+    invalid = {**report, "id": "fb_2", "feedback": {**body, "category": "vibes"}}
+    done = process([RawItem(report, "line 1"), RawItem(invalid, "line 2")], collector="c", source_uri="u",
+                   received_at="2026-11-30T00:00:00Z", pseudonymise=PSEUDONYMS)
+    (record,) = done.records
+    expected = {key: PSEUDONYMS(value) for key, value in people.items()} | kept
+    assert record["metadata"] == expected == record["original"]["feedback"]["metadata"]
+    assert record["account"] == PSEUDONYMS("acct-raw-1")
+    (entry,) = done.quarantined
+    assert not any(value in entry.raw for value in (*people.values(), "acct-raw-1"))
+
+
+def test_the_canonical_account_is_pseudonymised_whichever_field_a_dialect_read_it_from() -> None:
+    class Chat:
+        @staticmethod
+        def looks_like(obj: Any) -> bool:
+            return isinstance(obj, dict) and "chat" in obj
+
+        @staticmethod
+        def validate(obj: Any, max_bytes: int = 0, size: int | None = None) -> list[Problem]:
+            return []
+
+        @staticmethod
+        def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
+            return [canonical(id=str(obj["chat"]), collector=origin.collector, service="chat", account=obj["handle"],
+                              received_at=origin.received_at, summary="s", original=obj)]
+
+    DIALECTS.register("chat", Chat)
+    try:
+        done = process([RawItem({"chat": 1, "handle": "h-42"}, "row 0")], collector="c", source_uri="u",
+                       received_at="2026-11-30T00:00:00Z", pseudonymise=PSEUDONYMS)
+    finally:
+        DIALECTS.unregister("chat")
+    assert [r["account"] for r in done.records] == [PSEUDONYMS("h-42")]

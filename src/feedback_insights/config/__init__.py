@@ -15,7 +15,7 @@ from ._flows import DEFAULT_SHARD_SIZE, FlowsConfig, Schedule
 from ._ingest import DEFAULT_BATCH_SIZE, ENV_HMAC_KEY, SAMPLE_HMAC_KEY, IngestConfig, PrivacyConfig, WarehouseConfig
 from ._loader import DEFAULT_FILE, ENV_CONFIG, embedded_default, load
 from ._publish import GitHubConfig, KnownStatus
-from ._sources import FileDropConfig, HttpCollectorConfig, SourceConfig, SqlTableConfig
+from ._sources import SERVICE_RULE, FileDropConfig, HttpCollectorConfig, SourceConfig, SqlTableConfig, is_service_name
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -29,6 +29,7 @@ __all__ = [
     "ENV_CONFIG",
     "ENV_HMAC_KEY",
     "SAMPLE_HMAC_KEY",
+    "SERVICE_RULE",
     "ClusteringConfig",
     "CollectorConfig",
     "Config",
@@ -56,6 +57,7 @@ __all__ = [
     "WarehouseConfig",
     "WebhookFormat",
     "embedded_default",
+    "is_service_name",
     "load",
     "secret",
 ]

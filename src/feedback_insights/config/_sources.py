@@ -16,11 +16,20 @@ takes it again once the source says which.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AwareDatetime, Field, TypeAdapter, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from ..core import DIALECTS, SOURCES
 from ._base import Strict, secret
@@ -28,9 +37,32 @@ from ._base import Strict, secret
 #: The longest service name: the AFP record schema's ``maxLength``, so a configured service is
 #: never longer than one a record could carry.
 SERVICE_CHARS = 128
+#: What a service name is, whether a report names it or a source does: one printable line that
+#: reads as a name (``acme-companies-api``, ``github.com/acme/api``, ``mcp:orbit@2``). It is put
+#: into prompts, issue titles, labels and file names as it is, so no space, line break or
+#: control character, and a letter or digit first (no ``-flag``).
+SERVICE_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:/@+-]{{0,{SERVICE_CHARS - 1}}}", re.ASCII)
+SERVICE_RULE = (
+    f"must be a service name: a letter or digit, then letters, digits and . _ : / @ + -, "
+    f"at most {SERVICE_CHARS} characters (no spaces or line breaks)"
+)
+
+
+def is_service_name(value: object) -> bool:
+    """Whether ``value`` is a service name (:data:`SERVICE_NAME`, the whole of it: a regex's
+    ``$`` would let a trailing line break through)."""
+    return isinstance(value, str) and SERVICE_NAME.fullmatch(value) is not None
+
+
+def _service_name(value: str) -> str:
+    if not is_service_name(value):
+        raise ValueError(SERVICE_RULE)
+    return value
+
+
 #: The longest tool or endpoint glob of ``service_by_tool``.
 GLOB_CHARS = 512
-Service = Annotated[str, Field(min_length=1, max_length=SERVICE_CHARS)]
+Service = Annotated[str, Field(min_length=1, max_length=SERVICE_CHARS), AfterValidator(_service_name)]
 
 
 class SourceConfig(Strict):

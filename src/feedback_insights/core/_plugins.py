@@ -12,7 +12,9 @@ What the object must be depends on the group:
 * ``feedback_insights.sources``: a source class (``kind``, ``config_model``, and a constructor
   ``(config, batch_size)``); see :mod:`feedback_insights.ingest.sources`.
 * ``feedback_insights.dialects``: a module or object with ``looks_like``, ``validate`` and
-  ``normalise``; see :mod:`feedback_insights.ingest.dialects`.
+  ``normalise``, and the paths of its people and service (``ACCOUNT_FIELDS``,
+  ``IDENTITY_FIELDS``, ``SERVICE_FIELDS``: a dialect whose account sits under a key of its own
+  must declare it, or the kept original holds it as sent); see :mod:`feedback_insights.ingest.dialects`.
 * ``feedback_insights.sinks``: a function ``(config, warehouse, collectors) -> SinkResult``;
   see :mod:`feedback_insights.publish`.
 """

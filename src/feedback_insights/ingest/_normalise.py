@@ -18,6 +18,7 @@ from typing import Any
 from ..core import DEFAULT_MAX_BYTES, MAX_DEPTH, CanonicalRecord, Problem, depth_problem, jsontext
 from ..privacy import Redactor
 from . import dialects
+from ._declared import people_fields, pseudonymise_account, pseudonymise_fields, service_problem, service_problems
 from ._raw import PENDING, UNPARSED, RawItem
 from .dialects import Origin
 
@@ -65,7 +66,8 @@ class Processed:
 def check(item: RawItem, choice: str = "auto", max_bytes: int = DEFAULT_MAX_BYTES) -> Checked:
     """The item's dialect and every problem with it. Nesting is checked before anything walks
     the report (validators and the scrubber recurse): a report nested too deep has that one
-    problem and no dialect to normalise it with."""
+    problem and no dialect to normalise it with. A service that is not a name (``SERVICE_FIELDS``)
+    is a problem at its own path, in every dialect."""
     item.parse()
     if item.obj is UNPARSED:
         return Checked(item, None, None, [Problem("", item.parse_error or "not valid JSON")])
@@ -75,7 +77,9 @@ def check(item: RawItem, choice: str = "auto", max_bytes: int = DEFAULT_MAX_BYTE
         return Checked(item, dialects.choice_name(module) if module else None, None, [too_deep])
     if module is None:
         return Checked(item, None, None, dialects.undetected(item.obj))
-    problems = dialects.dialect(module).validate(item.obj, max_bytes=max_bytes, size=item.size)
+    dialect = dialects.dialect(module)
+    problems = dialect.validate(item.obj, max_bytes=max_bytes, size=item.size)
+    problems += service_problems(item.obj, dialect, problems)
     return Checked(item, dialects.choice_name(module), module, problems)
 
 
@@ -98,8 +102,10 @@ def process(
     pseudonymise: Callable[[str], str] | None = None,
     prevalidated: bool = False,
 ) -> Processed:
-    """With ``pseudonymise`` (storage always passes one) every record and quarantined text is
-    scrubbed and accounts are pseudonymised before anything leaves this function.
+    """With ``pseudonymise`` (storage always passes one; it must keep a pseudonym as it is, as
+    :class:`~feedback_insights.privacy.Pseudonymiser` does) every record and quarantined text is
+    scrubbed and accounts and people are pseudonymised before anything leaves this function
+    (see :mod:`._declared`).
     ``prevalidated``: the items come from our collector, which validated them before it
     scrubbed them (placeholders can make a text longer than its limit); only the dialect is
     detected again.
@@ -107,7 +113,8 @@ def process(
     A record whose report names no service gets the service of the first ``service_by_tool``
     glob its tool matches, else ``service``. With ``require_service`` (storage) a report that
     still has none is quarantined, saying which source setting to add: stored, it would form
-    clusters of its own that no correction could merge into its service's."""
+    clusters of its own that no correction could merge into its service's. A service that is
+    not a name is quarantined wherever it came from."""
     out = Processed()
     for item in items:
         checked = check(item, choice, max_bytes)
@@ -116,25 +123,33 @@ def process(
         if checked.problems or checked.module is None:
             out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
             continue
+        dialect = dialects.dialect(checked.module)
         obj, redactions = item.obj, None
         if pseudonymise is not None:
-            # Scrub the report as received and normalise what is left: every canonical field
-            # is derived from it, so one pass covers them and the kept original alike.
+            # Pseudonymise the people the dialect declares, scrub the report as received and
+            # normalise what is left: every canonical field is derived from it, so one pass
+            # covers them and the kept original alike.
             redactor = Redactor(pseudonymise)
-            obj = redactor.value(obj)
+            obj = redactor.value(pseudonymise_fields(obj, people_fields(dialect), pseudonymise))
             redactions = redactor.counts
         # The hash of what is kept, so a report reaching us twice by different paths (a file,
         # a quarantine replay, a collector) has one identity.
         digest = content_hash(dialects.payload(checked.module, obj))
         origin = Origin(collector, received_at, digest, item.occurrence)
         try:
-            records = dialects.dialect(checked.module).normalise(obj, origin)
+            records = dialect.normalise(obj, origin)
             for record in records:
                 record["received_at"] = utc_timestamp(record["received_at"])
                 record["redactions"] = redactions  # type: ignore[typeddict-unknown-key]
                 record["service"] = record.get("service") or service_of(record.get("tool"), service, service_by_tool)
+                if pseudonymise is not None:
+                    pseudonymise_account(record, pseudonymise)
         except (ValueError, KeyError, TypeError, OverflowError, OSError) as exc:
             checked.problems = [Problem("", f"could not be normalised: {type(exc).__name__}: {exc}")]
+            out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
+            continue
+        if not_a_name := next(filter(None, map(service_problem, records)), None):
+            checked.problems = [not_a_name]
             out.quarantined.append(_quarantined(item, checked, collector, source_uri, pseudonymise))
             continue
         if require_service and any(record["service"] is None for record in records):
@@ -186,24 +201,26 @@ def _quarantined(
     item: RawItem, checked: Checked, collector: str, source_uri: str, pseudonymise: Callable[[str], str] | None
 ) -> Quarantined:
     """The entry for a failed item. For storage (``pseudonymise`` given) its text and every
-    problem are scrubbed: a validator's path names the keys a report used, and keys can be
-    secrets too."""
+    problem are scrubbed, and the people its dialect declares pseudonymised: a validator's path
+    names the keys a report used, and keys can be secrets too."""
     if pseudonymise is None:
         return Quarantined(collector, source_uri, item.position, _raw_text(item), checked.dialect, checked.problems,
                            item.occurrence)
     redactor = Redactor(pseudonymise)
     problems = [Problem(redactor.text(p.path), redactor.text(p.message)) for p in checked.problems]
-    return Quarantined(collector, source_uri, item.position, _scrubbed_raw(item, redactor), checked.dialect, problems,
-                       item.occurrence)
+    people = people_fields(dialects.dialect(checked.module)) if checked.module else ()
+    return Quarantined(collector, source_uri, item.position, _scrubbed_raw(item, redactor, people, pseudonymise),
+                       checked.dialect, problems, item.occurrence)
 
 
-def _scrubbed_raw(item: RawItem, redactor: Redactor) -> str:
-    """The quarantined text, scrubbed; exactly as received when there was nothing to scrub. A
-    report nested too deep to walk is scrubbed as the text it is."""
+def _scrubbed_raw(item: RawItem, redactor: Redactor, people: tuple[str, ...], pseudonymise: Callable[[str], str]) -> str:
+    """The quarantined text, scrubbed and its people pseudonymised; exactly as received when
+    there was nothing to change. A report nested too deep to walk is scrubbed as the text it is."""
     if item.obj is UNPARSED or item.obj is PENDING or depth_problem(item.obj) is not None:
         return redactor.text(_raw_text(item))
-    scrubbed = redactor.value(item.obj)
-    return jsontext.dumps(scrubbed).decode() if redactor.changed else item.raw_text()
+    report = pseudonymise_fields(item.obj, people, pseudonymise)
+    scrubbed = redactor.value(report)
+    return jsontext.dumps(scrubbed).decode() if redactor.changed or report is not item.obj else item.raw_text()
 
 
 def _raw_text(item: RawItem) -> str:

@@ -550,6 +550,15 @@ _SECRET_KEY = re.compile(rf"^(?!(?:{NOT_SECRET_NAMES})$)(?:[\w-]*[_-])?(?:{_SECR
 _EVIDENCE_KEYS = frozenset({"session", "sess", "sig", "signature", "sessionid"})
 #: Keys holding a customer's account id: pseudonymised, not redacted, so counts stay exact.
 ACCOUNT_KEYS = frozenset({"account", "account_id", "accountid", "user_id", "userid", "pseudonym_id"})
+#: Keys that name a person wherever they sit (``metadata.reporter``, ``evidence.request.owner_id``,
+#: ``accountName``): a word for someone who files, owns or uses (or any ``account…``), alone or
+#: with ``id``/``name``/``email``/``login``/``handle``/``ref``; separators and case are free. A
+#: string under one is that person's pseudonym, not text. ``author`` is left out: in-session rows
+#: use it for a role (``user``/``agent``), and ``user_agent`` or ``user_query`` name no one.
+_PERSON_KEY = re.compile(
+    r"(?:reporter|submitter|user|owner|customer|member|account\w*)(?:[_-]?(?:id|name|email|login|handle|ref))?",
+    re.ASCII,
+)
 
 #: Envelope and identity fields, in every spelling the dialects use (AFP/AFS envelopes, AFS
 #: camelCase, SEP-2369's generatedAt, RFC-026's app_id/timestamp, in-session rows' ts and
@@ -592,7 +601,10 @@ EVIDENCE = re.compile(
 
 @functools.lru_cache(maxsize=4096)
 def is_account_key(key: str) -> bool:
-    return key.lower() in ACCOUNT_KEYS
+    """Whether the string under ``key`` is an account or a person (pseudonymised):
+    :data:`ACCOUNT_KEYS`, or a key :data:`_PERSON_KEY` reads as naming someone."""
+    folded = key.lower()
+    return folded in ACCOUNT_KEYS or bool(_PERSON_KEY.fullmatch(folded))
 
 
 @functools.lru_cache(maxsize=4096)

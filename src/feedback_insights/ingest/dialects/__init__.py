@@ -10,9 +10,15 @@ A dialect is a plugin (entry-point group ``feedback_insights.dialects``, or
 
 and optionally ``payload(obj)`` (what the reporter wrote, without a receiver's envelope;
 default: the object itself), ``ORDER`` (auto-detection tries lower first; default 100),
-``CHOICE`` (the ``--dialect`` name it travels under; default its own name) and
+``CHOICE`` (the ``--dialect`` name it travels under; default its own name),
 ``NAMES_SERVICE`` (false when no report of it ever names its service, so a source reading it
-must set ``service``; default true).
+must set ``service``; default true), and where its reports keep their people and their
+service, as dotted paths into the report as received (``*`` for every item of a list; see
+:mod:`feedback_insights.ingest._declared`): ``ACCOUNT_FIELDS`` (the account its records'
+``account`` comes from), ``IDENTITY_FIELDS`` (other fields naming a person) — both pseudonymised
+before anything is stored, whatever their key is called — and ``SERVICE_FIELDS`` (checked to be
+a service name, problems at their own path). Default: none declared; the record's ``account`` is
+pseudonymised and its ``service`` checked all the same.
 
 A record whose report names no service has ``service`` None (or ``origin.service``, which
 ingestion leaves unset): ingestion then applies the source's ``service_by_tool`` and

@@ -30,6 +30,9 @@ from .common import Origin
 
 #: Auto-detection tries AFP first: most reports arrive in it.
 ORDER = 10
+#: A collector record's account and service (a bare submission has neither).
+ACCOUNT_FIELDS = ("account",)
+SERVICE_FIELDS = ("service",)
 
 SCHEMAS = SchemaSet(schemas_dir() / "afp")
 

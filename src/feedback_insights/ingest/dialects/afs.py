@@ -35,6 +35,9 @@ from .afp import body_size_problem
 from .common import Origin
 
 ORDER = 20
+#: The collector envelope's account and service (a bare body has neither).
+ACCOUNT_FIELDS = ("account",)
+SERVICE_FIELDS = ("service",)
 
 SCHEMAS = shared_schemas()
 

@@ -17,6 +17,8 @@ from .afp import body_size_problem
 from .common import Origin
 
 ORDER = 50
+ACCOUNT_FIELDS = ("pseudonym_id",)
+SERVICE_FIELDS = ("app_id",)
 
 SCHEMAS = shared_schemas()
 

@@ -39,6 +39,9 @@ from .common import Origin
 ORDER = 30
 #: SEP-2369 is the MCP shape the Agent Feedback Spec accepts: it travels under ``--dialect afs``.
 CHOICE = "afs"
+#: Attached by the receiver: on a collector envelope, beside the bare shape, or in JSON-RPC params.
+ACCOUNT_FIELDS = ("account", "feedback.account", "params.account")
+SERVICE_FIELDS = ("service", "feedback.service", "params.service")
 
 SCHEMAS = shared_schemas()
 _ITEM_FIELDS_WITH_A_HOME = {"category", "toolName", "severity", "observation"}

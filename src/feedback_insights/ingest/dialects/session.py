@@ -24,6 +24,7 @@ from .common import Origin
 ORDER = 40
 #: A row never says which service it is about: its source's ``service`` does (required).
 NAMES_SERVICE = False
+ACCOUNT_FIELDS = ("user_id",)
 
 SCHEMAS = shared_schemas()
 _MARKERS = ("instance_id", "timeline_seq", "target_text", "surface")
