@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from ._app import UserError, app, err
+from ._app import ConfigOption, UserError, app, err, load_config
 
 if TYPE_CHECKING:
     from ..ingest import RawItem
@@ -107,13 +107,17 @@ def normalise(
 def scrub(
     input: Annotated[Path, typer.Option("--input", "-i", help="JSON Lines, one object per line; - for standard input.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="JSON Lines file to write; - for standard output.")],
+    config: ConfigOption = None,
 ) -> None:
     """Redact secrets and personal data from every string in every object, keys and structure
-    kept; each output line gains "_redactions": {type: count}. Bad lines: stderr, exit 1."""
+    kept; each output line gains "_redactions": {type: count}. Ids are kept, and accounts and
+    ids that carry a secret or an email are pseudonymised with the configured key, as ingest
+    does: the output still joins its input. Bad lines: stderr, exit 1."""
     import orjson
 
-    from ..privacy import scrub_json
+    from ..privacy import Pseudonymiser, scrub_json
 
+    pseudonymise = Pseudonymiser(load_config(config).privacy.key())
     lines, bad = [], 0
     for item in _items(input):
         item.parse()
@@ -122,7 +126,7 @@ def scrub(
             err.print(f"[red]invalid[/] {escape(str(input))} {escape(item.position)}: {escape(problem)}", highlight=False)
             bad += 1
             continue
-        scrubbed, counts = scrub_json(item.obj)
+        scrubbed, counts = scrub_json(item.obj, pseudonymise)
         lines.append(orjson.dumps({**scrubbed, "_redactions": counts}) + b"\n")
     data = b"".join(lines)
     if str(output) == "-":

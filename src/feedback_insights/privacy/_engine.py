@@ -10,9 +10,11 @@ Two rule sets apply: ours (:mod:`._rules`: personal data, URL credentials, query
 headers, cookies and the vendor formats we named first) and gitleaks' 221 secret rules
 (:mod:`._gitleaks`). One RE2 automaton over every rule's hint (ours) and keywords (gitleaks')
 tells, in a single linear pass, which rules can match a text, so clean text skips every rule.
-The same pass says whether the text hides characters that render as nothing or percent-escapes;
-then the rules also run on the text without them (:mod:`._views`). Overlapping finds are
-resolved earliest and longest first.
+The same pass says whether the text hides characters that render as nothing or percent-escapes,
+full-width characters or HTML entities, or base64 runs; then the rules also run on the text
+without them, decoded, normalised (:mod:`._views`, :mod:`._decoded`). Overlapping finds are
+resolved earliest and longest first. Every step is linear in the text: a hostile megabyte costs
+what a clean one does, give or take its finds.
 
 A :class:`Redactor` scrubs one record: the same value gets the same placeholder
 (``[REDACTED:email:1]``) everywhere in the record, values under keys that name a secret are
@@ -32,6 +34,7 @@ import orjson
 import re2
 
 from ..core import MAX_DEPTH, jsontext
+from ._decoded import BASE64_RUN, NORMALISE, NORMALISE_HINT, base64_finds, may_hold_base64, normalised
 from ._gitleaks import Allowlist, RuleSet, gitleaks_rules
 from ._rules import (
     DETECTORS,
@@ -43,6 +46,7 @@ from ._rules import (
     PLACEHOLDER,
     PLAIN_TOKEN,
     Finding,
+    high_entropy,
     is_account_key,
     is_secret_key,
 )
@@ -53,7 +57,8 @@ from ._views import INVISIBLE, INVISIBLE_HINT, PERCENT, PERCENT_HINT, View, perc
 #: resets its cache instead), and the tests check a hint at the end of 2 MB of noise is seen.
 _SET_MEMORY = 64 << 20
 #: How many views may nest (invisible characters removed, then percent-escapes decoded twice:
-#: ``%253D``): each is a shorter text, but a crafted one must not recurse without bound.
+#: ``%253D``; base64 of an entity-encoded text): none is longer than the text it reads, but a
+#: crafted one must not recurse without bound.
 _MAX_VIEWS = 3
 
 
@@ -65,6 +70,8 @@ class _Hits:
     rules: Sequence[int]
     invisible: bool
     percent: bool
+    normalise: bool
+    base64: bool
 
 
 def _set_of(patterns: list[str]) -> re2.Set:
@@ -83,7 +90,8 @@ class _Prefilter:
     match it, so a clean text costs one scan instead of one regex per rule.
 
     Its patterns, in order: our rules' hints; the hints of gitleaks' rules other than the
-    semi-generic ones; whether there are invisible characters; percent-escapes; and one gate
+    semi-generic ones; whether there are invisible characters; percent-escapes; full-width
+    characters or HTML entities; and one gate
     for the hundred semi-generic rules ("<vendor name> … = …"). Only a text that passes the
     gate is scanned again, by a second automaton over those rules' keywords: their names are
     common words ("api", "key", "token", "access"), and prose mentions them all the time."""
@@ -95,27 +103,31 @@ class _Prefilter:
         self.first_rule = len(DETECTORS)
         self.invisible = self.first_rule + len(self.plain)
         self.percent = self.invisible + 1
-        self.gate = self.percent + 1
+        self.normalise = self.percent + 1
+        self.gate = self.normalise + 1
         hints = [*(d.hint for d in DETECTORS), *(rules[i].hint for i in self.plain)]
-        self.set = _set_of([*hints, INVISIBLE_HINT, PERCENT_HINT, gitleaks.gate or "$^"])
+        self.set = _set_of([*hints, INVISIBLE_HINT, PERCENT_HINT, NORMALISE_HINT, gitleaks.gate or "$^"])
         self.gated_set = _set_of([rules[i].hint or "" for i in self.gated]) if self.gated else None
         self.every_detector = range(len(DETECTORS))
         self.every_rule = range(len(rules))
 
-    def hits(self, matched: list[int], data: bytes) -> _Hits:
-        """The rules of the patterns that ``matched`` in ``data``."""
+    def hits(self, matched: list[int], data: bytes, base64: bool) -> _Hits:
+        """The rules of the patterns that ``matched`` in ``data`` (``base64``: whether it may
+        hold a base64 run, a question the set does not answer)."""
         matched.sort()
         first, invisible, percent = self.first_rule, self.invisible, self.percent
         rules = [self.plain[i - first] for i in matched if first <= i < invisible]
-        if matched[-1] == self.gate and self.gated_set is not None:
+        if matched and matched[-1] == self.gate and self.gated_set is not None:
             gated = self.gated_set.Match(data)
             if gated:
                 rules = sorted([*rules, *(self.gated[i] for i in gated)])
-        return _Hits([i for i in matched if i < first], rules, invisible in matched, percent in matched)
+        return _Hits([i for i in matched if i < first], rules, invisible in matched, percent in matched,
+                     self.normalise in matched, base64)
 
     def everything(self, text: str) -> _Hits:
         """Every rule, as if each hint had matched (the tests compare this with :meth:`hits`)."""
-        return _Hits(self.every_detector, self.every_rule, bool(INVISIBLE.search(text)), bool(PERCENT.search(text)))
+        return _Hits(self.every_detector, self.every_rule, bool(INVISIBLE.search(text)), bool(PERCENT.search(text)),
+                     bool(NORMALISE.search(text)), bool(BASE64_RUN.search(text)))
 
 
 _GITLEAKS = gitleaks_rules()
@@ -150,9 +162,10 @@ def find(text: str, *, prefilter: bool = True) -> list[Finding]:
     except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): keep it, as bytes
         data = text.encode("utf-8", "surrogatepass")
     matched = _MATCH(data)
-    if not matched:
+    base64 = may_hold_base64(data)
+    if not matched and not base64:
         return []
-    return _matched(text, data, matched, 0)
+    return _matched(text, data, matched, base64, 0)
 
 
 def _find(text: str, prefilter: bool, views: int) -> list[Finding]:
@@ -164,17 +177,21 @@ def _find(text: str, prefilter: bool, views: int) -> list[Finding]:
     if not prefilter:
         return _found(text, data, _PREFILTER.everything(text), False, views)
     matched = _MATCH(data)
-    return _matched(text, data, matched, views) if matched else []
+    base64 = may_hold_base64(data)
+    return _matched(text, data, matched, base64, views) if matched or base64 else []
 
 
-def _matched(text: str, data: bytes, matched: list[int], views: int) -> list[Finding]:
-    """The finds of the rules whose hints matched (``matched``: pattern indices)."""
-    if max(matched) < _FIRST_RULE:  # the common case with a hit: only our rules
+def _matched(text: str, data: bytes, matched: list[int], base64: bool, views: int) -> list[Finding]:
+    """The finds of the rules whose hints matched (``matched``: pattern indices; ``base64``:
+    the text may hold a base64 run)."""
+    if not matched or max(matched) < _FIRST_RULE:  # the common case with a hit: only our rules
         found: list[Finding] = []
         for index in sorted(matched):
             DETECTORS[index].find(text, found)
+        if base64 and views < _MAX_VIEWS:
+            found += base64_finds(text, lambda decoded: _find(decoded, True, views + 1))
         return _without_overlaps(found, text) if found else []
-    return _found(text, data, _PREFILTER.hits(matched, data), True, views)
+    return _found(text, data, _PREFILTER.hits(matched, data, base64), True, views)
 
 
 def _found(text: str, data: bytes, hits: _Hits, prefilter: bool, views: int) -> list[Finding]:
@@ -188,9 +205,15 @@ def _found(text: str, data: bytes, hits: _Hits, prefilter: bool, views: int) -> 
         DETECTORS[index].find(text, found)
     if hits.rules:
         _gitleaks_finds(text, data, hits.rules, found)
-    if hits.percent and views < _MAX_VIEWS:
-        view = percent_decoded(text)
-        found += _mapped(view, _find(view.text, prefilter, views + 1))
+    if views < _MAX_VIEWS:
+        if hits.percent:
+            view = percent_decoded(text)
+            found += _mapped(view, _find(view.text, prefilter, views + 1))
+        if hits.normalise:
+            view = normalised(text)
+            found += _mapped(view, _find(view.text, prefilter, views + 1))
+        if hits.base64:
+            found += base64_finds(text, lambda decoded: _find(decoded, prefilter, views + 1))
     return _without_overlaps(found, text) if found else []
 
 
@@ -209,18 +232,31 @@ def _gitleaks_finds(text: str, data: bytes, indices: Sequence[int], found: list[
         rule = rules[index]
         if rule.keywords and not any(keyword in lowered for keyword in rule.keywords):
             continue
+        characters = None if ascii_only else _Characters(data)
         for start, end in rule.finds(data, allowlists):
-            if not ascii_only:
-                start, end = _characters(data, start), _characters(data, end)
+            if characters is not None:
+                start, end = characters(start), characters(end)
             found.append(Finding(rule.kind, start, end))
 
 
-def _characters(data: bytes, offset: int) -> int:
-    """The character offset of a byte offset (RE2 reports bytes of the UTF-8 text)."""
-    try:
-        return len(data[:offset].decode("utf-8", "surrogatepass"))
-    except UnicodeDecodeError:  # an offset inside a character: count what is whole
-        return len(data[:offset].decode("utf-8", "ignore"))
+class _Characters:
+    """Character offsets of byte offsets of one UTF-8 text (RE2 reports bytes). A rule's finds
+    come in order, so each offset is counted on from the last: decoding the whole prefix for
+    every find made a megabyte with thousands of finds take minutes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.byte = self.character = 0
+
+    def __call__(self, offset: int) -> int:
+        if offset < self.byte:
+            self.byte = self.character = 0
+        try:
+            self.character += len(self.data[self.byte : offset].decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:  # an offset inside a character: count what is whole
+            self.character = len(self.data[:offset].decode("utf-8", "ignore"))
+        self.byte = offset
+        return self.character
 
 
 def _without_overlaps(found: list[Finding], text: str) -> list[Finding]:
@@ -231,10 +267,13 @@ def _without_overlaps(found: list[Finding], text: str) -> list[Finding]:
     found.sort(key=lambda f: (f.start, f.start - f.end))
     placeholders = [m.span() for m in PLACEHOLDER.finditer(text)] if "[REDACTED:" in text else []
     kept: list[Finding] = []
+    at = 0  # both lists are in order: the first placeholder not wholly before this find
     for finding in found:
         if kept and finding.start < kept[-1].end:
             continue
-        if placeholders and any(finding.start < end and start < finding.end for start, end in placeholders):
+        while at < len(placeholders) and placeholders[at][1] <= finding.start:
+            at += 1
+        if at < len(placeholders) and placeholders[at][0] < finding.end:
             continue
         kept.append(finding)
     return kept
@@ -439,17 +478,21 @@ class Redactor:
         return self.text(value)
 
     def _identity(self, value: str) -> str:
-        """An identity field as it is, unless it carries a secret or an email (digits shaped
-        like a card or a phone number are what ids look like): then a stable keyed pseudonym,
-        so the record keeps one identity and nothing secret is stored."""
+        """An identity field as it is, unless it carries a secret or an email: then a stable
+        keyed pseudonym, so the record keeps one identity and nothing secret is stored. Digits
+        shaped like a card or a phone number are what ids look like, and so is a secret word
+        beside a short part ("gl:nuget-config-password:tp:001" names a rule and a case)."""
         replaced = self._identities.get(value)
         if replaced is not None:
             return replaced
         if "[REDACTED:" in value:
             self._continue_numbering(value)
         for finding in find(value):
-            if finding.kind not in DIGIT_SHAPED_KINDS:
-                break
+            if finding.kind in DIGIT_SHAPED_KINDS:
+                continue
+            if finding.kind == "secret_value" and not high_entropy(value[finding.start : finding.end]):
+                continue
+            break
         else:
             return value
         identify = getattr(self.pseudonymise, "identifier", None)
@@ -504,8 +547,10 @@ def scrub_text(text: str) -> tuple[str, dict[str, int]]:
     return redactor.text(text), redactor.counts
 
 
-def scrub_json(value: Any) -> tuple[Any, dict[str, int]]:
-    """Every string inside ``value`` scrubbed (the ``scrub`` command's unit of work). Without a
-    key, an identity field that carries a secret becomes ``[REDACTED:identifier:N]``."""
-    redactor = Redactor()
+def scrub_json(value: Any, pseudonymise: Callable[[str], str] | None = None) -> tuple[Any, dict[str, int]]:
+    """Every string inside ``value`` scrubbed (the ``scrub`` command's unit of work), accounts
+    and identifiers that carry a secret pseudonymised by ``pseudonymise`` (a
+    :class:`Pseudonymiser`) as ingest does. Without one, such an identifier becomes
+    ``[REDACTED:identifier:N]``: only a key gives it a stable identity."""
+    redactor = Redactor(pseudonymise)
     return redactor.value(value), redactor.counts

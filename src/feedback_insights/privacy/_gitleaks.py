@@ -14,7 +14,11 @@ well (same syntax, same linear-time guarantee) and keep gitleaks' semantics:
 - so is one that the global allow-list or one of the rule's allow-lists allows: any of its
   ``regexes`` on the secret, the match or the line (``regexTarget``), a ``stopwords`` entry
   contained in the secret, all of them with ``condition = "AND"``. Feedback has no file path,
-  so a ``paths`` condition never allows, and a rule's ``path`` scope is not required.
+  so a ``paths`` condition never allows, and a rule's ``path`` scope is not required. The
+  "line" an allow-list reads is the find's line, at most :data:`LINE_CONTEXT` bytes either side.
+
+One change to the regexes themselves: gitleaks ends most tokens at a quote, a blank or ";", as
+in code; feedback is prose, where ")", ",", "." and the like end them too (:data:`PROSE_ENDS`).
 
 What RE2 cannot compile, or what is a path and no regex, is left out with the reason
 (:attr:`RuleSet.left_out`; ``scripts/refresh_gitleaks.py`` prints them). Offsets are bytes of
@@ -37,6 +41,37 @@ import re2
 
 #: The packaged copy (refreshed by ``scripts/refresh_gitleaks.py``).
 RULES_RESOURCE = "gitleaks/gitleaks.toml"
+
+# -- where a token ends ------------------------------------------------------------------------
+
+#: What ends a token in a sentence: a closing bracket at once; ".", ",", ":", "!" and "?" when a
+#: blank, a quote, a closing bracket or the end of the text follows ("….ico-<32>.png" goes on).
+_CLOSERS = r")\]}>"
+_MARKS = r"[.,:!?]+"
+_QUOTE_BLANK = r"""[\x60'"\s;"""
+#: How gitleaks' rules end (and in one rule start) a token, written for code: "(EAAM…)"
+#: leaked. Each is replaced by the same with prose punctuation in the regex the scrubber runs.
+PROSE_ENDS = {
+    # 151 rules: a backtick, a quote, a blank, ";", an escaped newline or the end of the text.
+    rf"""(?:{_QUOTE_BLANK}]|\\[nr]|$)""": rf"""(?:{_QUOTE_BLANK}{_CLOSERS}]|{_MARKS}(?:{_QUOTE_BLANK}{_CLOSERS}]|\\[nr]|$)|\\[nr]|$)""",
+    # perplexity-api-key: the same, or a word boundary.
+    rf"""(?:{_QUOTE_BLANK}]|\\[nr]|$|\b)""": (
+        rf"""(?:{_QUOTE_BLANK}{_CLOSERS}]|{_MARKS}(?:{_QUOTE_BLANK}{_CLOSERS}]|\\[nr]|$)|\\[nr]|$|\b)"""
+    ),
+    # azure-ad-client-secret, where the token ends and where it starts ("[", "{" and "<" too).
+    r"""(?:$|[\\'"\x60\s<),])""": rf"""(?:$|[\\'"\x60\s<,{_CLOSERS}]|{_MARKS}(?:$|[\\'"\x60\s<{_CLOSERS}]))""",
+    r"""(?:^|[\\'"\x60\s>=:(,)])""": r"""(?:^|[\\'"\x60\s>=:(,)\[{<])""",
+    # curl-auth-user: a blank or the end; now a quote or prose punctuation too.
+    r"""(?:\s|\z)""": rf"""(?:\s|\z|[\x60'"{_CLOSERS}]|{_MARKS}(?:\s|\z|[\x60'"{_CLOSERS}]))""",
+}
+
+
+def prose_ended(pattern: str) -> str:
+    """``pattern`` with each token end of :data:`PROSE_ENDS` widened to prose punctuation."""
+    for end, prose in PROSE_ENDS.items():
+        pattern = pattern.replace(end, prose)
+    return pattern
+
 
 # -- families and placeholder kinds ------------------------------------------------------------
 
@@ -345,7 +380,7 @@ class Rule:
                 continue
             whole = match.group(0)
             start, end = match.span()
-            line = data[data.rfind(b"\n", 0, start) + 1 : _line_end(data, end)]
+            line = data[_line_start(data, start) : _line_end(data, end)]
             if any(a.allows(secret, whole, line) for a in global_allowlists):
                 continue
             if any(a.allows(secret, whole, line) for a in self.allowlists):
@@ -353,9 +388,21 @@ class Rule:
             yield (start, end) if self.whole_match else span
 
 
+#: How much of a find's line an allow-list sees on either side of it. gitleaks reads lines of
+#: source files; a megabyte on one line, read whole for each of its thousands of finds, took
+#: minutes. The line-target allow-lists (generic-api-key's) look at a few dozen characters.
+LINE_CONTEXT = 4096
+
+
+def _line_start(data: bytes, start: int) -> int:
+    floor = max(0, start - LINE_CONTEXT)
+    return max(floor, data.rfind(b"\n", floor, start) + 1)
+
+
 def _line_end(data: bytes, end: int) -> int:
-    at = data.find(b"\n", end)
-    return len(data) if at < 0 else at
+    ceiling = end + LINE_CONTEXT
+    at = data.find(b"\n", end, ceiling)
+    return min(len(data), ceiling) if at < 0 else at
 
 
 #: Rule keys we apply; a rule with any other key (a newer gitleaks feature) is left out.
@@ -394,7 +441,7 @@ def _compile_rule(raw: dict[str, Any], compile_all: bool) -> Rule:
         raise ValueError(f"uses {', '.join(sorted(unknown))}, which this engine does not implement")
     if "regex" not in raw:
         raise ValueError("a path rule without a regex: it finds files by name, and feedback has no file")
-    pattern = str(raw["regex"])
+    pattern = prose_ended(str(raw["regex"]))
     group = int(raw.get("secretGroup", 0))
     if compile_all:
         try:

@@ -395,13 +395,15 @@ NOT_SECRET_NAMES = r"(?:next_?)?page_?token|next_?token|continuation_?token|pagi
 _NOT_SECRET = re.compile(rf"(?:{NOT_SECRET_NAMES})\b", _I)
 # Anchored on the secret word, not on the start of the key: "STRIPE_SECRET_KEY=…" matches from
 # "SECRET_KEY", and _value_ok reads the whole key back.
-_KEY_VALUE = re.compile(
-    rf"(?:{_SECRET_WORDS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?"
-    # A quoted value may hold spaces; a bare one ends at a separator. Trailing "=" is base64
-    # padding, but "KEY=" followed by more is the next key, not this key's value.
-    r"(?P<v>(?<=\")[^\"\n]{1,200}(?=\")|(?<=')[^'\n]{1,200}(?=')|[^\s\"'&,;<>)=]++(?:={1,3}(?!\w))?+)(?!=)",
-    _I,
+#: A value after "name=": quoted, it may hold spaces; bare, it ends at a blank, a control
+#: character (environ's NULs), a separator, or an "&" that starts the next parameter ("&next=");
+#: any other "&" is part of it ("password=abc&def123"). Trailing "=" is base64 padding, but
+#: "KEY=" followed by more is the next key, not this key's value.
+_VALUE = (
+    r"(?P<v>(?<=\")[^\"\n]{1,200}(?=\")|(?<=')[^'\n]{1,200}(?=')"
+    r"|(?:[^\s\x00-\x1f\"'&,;<>)=]|&(?![\w.-]{1,64}=))++(?:={1,3}(?!\w))?+)(?!=)"
 )
+_KEY_VALUE = re.compile(rf"(?:{_SECRET_WORDS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?{_VALUE}", _I)
 
 #: How every secret word begins: where a "key: value" match can start.
 _SECRET_WORD_STEMS = (
@@ -424,6 +426,29 @@ def _secret_word_starts(text: str) -> list[int]:
                 found.add(at)
             at = lowered.find(stem, at + 1)
     return sorted(found)
+
+
+#: Environment variables whose name says they hold a secret: upper case, ending in a secret word
+#: as its own "_" part ("HMAC_KEY", "DB_PASS", "KEY") or fused to the name ("PGPASSWORD").
+_ENV_WORDS = r"KEY|PASS|PASSWORD|PASSWD|PASSPHRASE|PWD|SECRET|TOKEN|CREDENTIALS?|AUTH"
+_ENV_SECRET_NAME = re.compile(rf"(?:[A-Z0-9_]*_)?(?:{_ENV_WORDS})|[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|PWD|SECRET|TOKEN)")
+_ENV_PASSWORD_NAME = re.compile(r".*(?:PASS|PASSWORD|PASSWD|PASSPHRASE|PWD)")
+#: The name is bounded and possessive, tried only where a word starts: linear on any text.
+_ENV_ASSIGNMENT = re.compile(rf"(?<![\w.$-])(?P<n>[A-Z][A-Z0-9_]{{0,63}}+)[ \t]*=[ \t]*[\"']?{_VALUE}")
+#: What a value that refers to another stands for, not a secret: $VAR, ${VAR}, %VAR%, <your key>.
+_REFERENCE = re.compile(r"[$%<*]")
+
+
+def _env_ok(match: re.Match[str]) -> bool:
+    """``NAME=value`` where the name says secret (not a cursor: ``NEXT_PAGE_TOKEN``). After a
+    password's name any value of 4 or more is one; after a key's or a token's, a value that
+    does not read as words ("SORT_KEY=created_at" names a column)."""
+    name, value = match.group("n"), match.group("v")
+    if not _ENV_SECRET_NAME.fullmatch(name) or _NOT_SECRET.search(name) or _REFERENCE.match(value):
+        return False
+    if _ENV_PASSWORD_NAME.fullmatch(name):
+        return len(value) >= 4
+    return not looks_like_words(value) and high_entropy(value)
 
 
 _PRIVATE_KEY = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
@@ -502,6 +527,13 @@ DETECTORS: tuple[Detector, ...] = (
         "v",
         _value_ok,
         _secret_word_starts,
+    ),
+    Detector(
+        "secret_value",
+        rf"(?:{_ENV_WORDS})[ \t]*=",
+        _ENV_ASSIGNMENT,
+        "v",
+        _env_ok,
     ),
     Detector(
         "email",

@@ -7,6 +7,10 @@ spellings it lacks) and draws each character at random from what the pattern all
 secret's entropy is as high as its alphabet permits. Optional parts are left out and counted
 repeats kept short. A candidate is kept only if gitleaks itself would report it: the compiled
 rule finds exactly one secret in it, above the entropy threshold and allowed by no allow-list.
+The regex is the one the scrubber runs (gitleaks' own, its token ends widened to prose
+punctuation: :data:`~._gitleaks.PROSE_ENDS`), so these samples check the scrubber against itself;
+they are no measurement of what it misses in the wild. A token's end mark is not drawn: each
+sample is also placed in prose (:data:`PROSE`), where ")", ",", "." or a quote ends it.
 Not used by the scrubber itself.
 """
 
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from ._gitleaks import Rule, RuleSet
+from ._gitleaks import PROSE_ENDS, Rule, RuleSet
 
 # Python's own regex parser: private modules since 3.11 (their old names, sre_*, warn).
 _sre: Any = import_module("re._constants")
@@ -118,20 +122,33 @@ def from_regex(go_regex: str, rng: random.Random) -> str:
 
 #: Where a sample is placed: in a sentence as an agent would write it, or alone.
 CONTEXTS = ("Tried again with {} and it failed (req_8f2c1a9b).", "Tried again with {}", "{}")
+#: The same token in prose, ended by each mark a sentence puts after a pasted token.
+PROSE = ("It failed ({}) twice.", "Tried {}, then gave up.", "The key was {}.", 'Used "{}" as told.', "Used '{}' as told.")
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """A text holding one fake secret, and where the secret is (character offsets)."""
+    """A text holding one fake secret, and where the secret is (character offsets);
+    ``token`` is where the drawn token (the secret and what its rule needs around it) is."""
 
     rule: str
     text: str
     start: int
     end: int
+    token: tuple[int, int]
 
     @property
     def secret(self) -> str:
         return self.text[self.start : self.end]
+
+    def in_prose(self, template: str) -> Sample:
+        """The same token placed where ``template`` has "{}" (the secret's offsets moved along)."""
+        token = self.text[self.token[0] : self.token[1]]
+        at = template.index("{}")
+        shift = at - self.token[0]
+        text = template[:at] + token + template[at + 2 :]
+        end = min(self.end, self.token[1])  # a secret never reaches past its token
+        return Sample(self.rule, text, self.start + shift, end + shift, (at, at + len(token)))
 
 
 def _reported(rule: Rule, rules: RuleSet, text: str) -> tuple[int, int] | None:
@@ -148,19 +165,31 @@ def _reported(rule: Rule, rules: RuleSet, text: str) -> tuple[int, int] | None:
     return len(data[:start].decode()), len(data[:end].decode())
 
 
+def _without_end(pattern: str) -> str:
+    """The regex without the token end it closes with (:data:`~._gitleaks.PROSE_ENDS`), if any."""
+    for prose in PROSE_ENDS.values():
+        if pattern.endswith(prose):
+            return pattern[: -len(prose)]
+    return pattern
+
+
 def rule_sample(rule: Rule, rules: RuleSet, rng: random.Random, tries: int = 400) -> Sample | None:
     """A text in which gitleaks reports exactly one secret for ``rule``, or None if none of
     ``tries`` candidates qualifies."""
+    # The end mark is left to the text around the token (the end of the text, a space, prose).
+    drawn = _without_end(rule.pattern)
     for attempt in range(tries):
-        candidate = from_regex(rule.pattern, rng)
+        candidate = from_regex(drawn, rng)
         if rule.keywords and not any(k in candidate.lower() for k in rule.keywords):
             # A token that does not spell its keyword ("airtable" for a "pat…" token) is
             # reported only where the keyword is near: so write it, as a person would.
             candidate = f"{rng.choice(rule.keywords)} {candidate}"
-        text = CONTEXTS[attempt % len(CONTEXTS)].format(candidate)
+        context = CONTEXTS[attempt % len(CONTEXTS)]
+        text = context.format(candidate)
         span = _reported(rule, rules, text)
         if span is not None:
-            return Sample(rule.id, text, *span)
+            at = context.index("{}")
+            return Sample(rule.id, text, *span, (at, at + len(candidate)))
     return None
 
 
