@@ -342,15 +342,15 @@ def _smtp(box: Inbox, **options: object) -> Iterator[int]:
         server.stop()
 
 
-def _command_folder(warehouse: Warehouse, folder: Path, port: int) -> Path:
+def _command_folder(warehouse: Warehouse, folder: Path, port: int, to: tuple[str, ...] = ("pm@example.com",)) -> Path:
     """A copy of the drafted sample and a configuration that posts to $FI_HOOK and mails
-    through the relay on ``port``."""
+    through the relay on ``port`` to ``to``."""
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, folder / "feedback.duckdb")
     (folder / "feedback-insights.toml").write_text(
         '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
         f'[digest.email]\nhost = "127.0.0.1"\nport = {port}\nstarttls = false\nfrom = "digest@example.com"\n'
-        'to = ["pm@example.com"]\n')
+        f'to = [{", ".join(f"{address!r}" for address in to)}]\n')
     return folder / "feedback-insights.toml"
 
 
@@ -438,3 +438,71 @@ def test_a_relay_without_starttls_and_one_without_a_login_are_told_apart(
         assert str(no_login.value) == (f"the mail server 127.0.0.1:{port} offers no login (AUTH) on this connection: "
                                        "remove digest.email.username and password_env if it needs none")
     assert box.messages == []
+
+
+class RefusingRecipient(Inbox):
+    """An inbox whose server refuses ``address`` at RCPT ("550 5.1.1 … mailbox unavailable") the
+    first ``times`` times, and takes the message for the other recipients."""
+
+    def __init__(self, address: str, times: int = 1) -> None:
+        super().__init__()
+        self.address, self.times = address, times
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options) -> str:  # noqa: N802 (aiosmtpd's name)
+        if address == self.address and self.times:
+            self.times -= 1
+            return f"550 5.1.1 <{address}>: mailbox unavailable"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+
+TWO = ("Product <pm@example.com>", "lead@example.com")
+
+
+def test_a_recipient_the_relay_refused_is_recorded_unsent_and_retried_alone(
+        hook: tuple[list[dict], str], warehouse: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    received, url = hook
+    box = RefusingRecipient("lead@example.com")
+    monkeypatch.setenv("FI_HOOK", url)
+    with _smtp(box) as port:
+        config = load(_command_folder(warehouse, tmp_path, port, TWO))
+        done = write_digest(config, str(WEEK))
+        with pytest.raises(DigestError) as refused:
+            send_digest(config, done.digest)
+        assert str(refused.value) == (
+            f"the mail server 127.0.0.1:{port} refused the recipients lead@example.com "
+            "(550: 5.1.1 <lead@example.com>: mailbox unavailable); "
+            "sent by webhook, email to pm@example.com, which a retry does not send again")
+        assert [rcpt for _, rcpt, _ in box.messages] == [["pm@example.com"]] and len(received) == 1
+        again = send_digest(config, done.digest)  # the retry: only the refused recipient
+        assert (again.sent, again.skipped) == (["email to lead@example.com"], ["webhook", "email to pm@example.com"])
+        assert [rcpt for _, rcpt, _ in box.messages] == [["pm@example.com"], ["lead@example.com"]]
+        assert box.parsed()["To"] == "Product <pm@example.com>, lead@example.com"  # the same message, to the one missing
+        assert send_digest(config, done.digest).sent == []
+        forced = send_digest(config, done.digest, resend=True)
+        assert forced.sent == ["webhook", "email"] and box.messages[-1][1] == ["pm@example.com", "lead@example.com"]
+    with Warehouse(config.warehouse.path) as wh:
+        rows = wh.con.execute("SELECT channel, recipient FROM digest_sends WHERE week = ? ORDER BY channel, recipient",
+                              [str(WEEK)]).fetchall()
+    assert rows == [("email", "lead@example.com"), ("email", "pm@example.com"), ("webhook", "")]
+
+
+def test_the_command_names_the_refused_recipients_and_sends_only_them_again(
+        hook: tuple[list[dict], str], warehouse: Warehouse, tmp_path: Path) -> None:
+    _, url = hook
+    box = RefusingRecipient("lead@example.com")
+    env = {**os.environ, "FI_HOOK": url}
+    with _smtp(box) as port:
+        _command_folder(warehouse, tmp_path, port, TWO)
+        first = run_cli("digest", "--week", str(WEEK), cwd=tmp_path, env=env)
+        assert first.returncode == 2 and first.stderr.strip() == (
+            f"error: the mail server 127.0.0.1:{port} refused the recipients lead@example.com "
+            "(550: 5.1.1 <lead@example.com>: mailbox unavailable); "
+            "sent by webhook, email to pm@example.com, which a retry does not send again")
+        second = run_cli("digest", "--week", str(WEEK), cwd=tmp_path, env=env)
+        assert second.returncode == 0, second.stderr
+        assert second.stdout.splitlines()[-3:] == [
+            "already sent: webhook (this week's same digest; --resend sends it again)",
+            "already sent: email to pm@example.com (this week's same digest; --resend sends it again)",
+            "sent: email to lead@example.com"]
+    assert [rcpt for _, rcpt, _ in box.messages] == [["pm@example.com"], ["lead@example.com"]]

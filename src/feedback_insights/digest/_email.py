@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import smtplib
 import ssl
+from collections.abc import Sequence
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
+from email.utils import formatdate, make_msgid, parseaddr
 
 from ..config import EmailConfig
 from ._content import Digest, DigestError
@@ -21,6 +22,22 @@ from ._render import render_email
 
 #: The Message-ID's domain: the digest's own, not the relay's or the machine's.
 _DOMAIN = "feedback-insights.digest"
+
+
+class RecipientsRefused(DigestError):
+    """The relay refused some recipients (``refused``: each address with the server's reply)
+    and took the message for the others, if any: a retry mails the refused ones alone."""
+
+    def __init__(self, where: str, refused: dict[str, str]) -> None:
+        said = ", ".join(f"{address} ({reply})" for address, reply in refused.items())
+        super().__init__(f"{where} refused the recipients {said}")
+        self.refused = refused
+
+
+def recipients(settings: EmailConfig) -> list[str]:
+    """The envelope address of each of ``settings.to``, once ("PMs <pm@example.com>" is
+    pm@example.com): what the relay is asked to deliver to, and what is recorded as sent."""
+    return list(dict.fromkeys(parseaddr(value)[1] for value in settings.to))
 
 
 def message(digest: Digest, settings: EmailConfig) -> EmailMessage:
@@ -42,11 +59,14 @@ def message(digest: Digest, settings: EmailConfig) -> EmailMessage:
     return mail
 
 
-def send(mail: EmailMessage, settings: EmailConfig) -> None:
-    """Hand ``mail`` to the relay; a :class:`DigestError` that names the server and what went
-    wrong when it cannot be (never the password). What the server offers is asked first
-    (``EHLO``), so that a relay without STARTTLS and one without a login are told apart:
-    :mod:`smtplib` raises the same error for both."""
+def send(mail: EmailMessage, settings: EmailConfig, to: Sequence[str] | None = None) -> None:
+    """Hand ``mail`` to the relay for ``to`` (default: every recipient); a :class:`DigestError`
+    that names the server and what went wrong when it cannot be (never the password), and
+    :class:`RecipientsRefused` when the relay refused some recipients, partly (smtplib returns
+    those) or wholly (it raises): a relay that refuses one address still delivers to the others,
+    so what was sent is known per recipient. What the server offers is asked first (``EHLO``),
+    so that a relay without STARTTLS and one without a login are told apart: :mod:`smtplib`
+    raises the same error for both."""
     where = f"the mail server {settings.host}:{settings.port}"
     password = settings.password()  # a missing variable is a ConfigError before connecting
     try:
@@ -62,19 +82,21 @@ def send(mail: EmailMessage, settings: EmailConfig) -> None:
                     raise DigestError(f"{where} offers no login (AUTH) on this connection: remove digest.email.username "
                                       "and password_env if it needs none")
                 smtp.login(settings.username, password)
-            smtp.send_message(mail)
-    except smtplib.SMTPAuthenticationError as refused:
-        raise DigestError(f"{where} refused the login of {settings.username} ({refused.smtp_code}): "
+            refused = smtp.send_message(mail, to_addrs=list(to or recipients(settings)))
+    except smtplib.SMTPAuthenticationError as failed:
+        raise DigestError(f"{where} refused the login of {settings.username} ({failed.smtp_code}): "
                           f"check ${settings.password_env}") from None
-    except smtplib.SMTPRecipientsRefused as refused:
-        raise DigestError(f"{where} refused the recipients {', '.join(sorted(refused.recipients))}") from None
-    except smtplib.SMTPResponseException as refused:
-        raise DigestError(f"{where} answered {refused.smtp_code}: {_reply(refused.smtp_error)}") from None
+    except smtplib.SMTPRecipientsRefused as failed:
+        refused = failed.recipients
+    except smtplib.SMTPResponseException as failed:
+        raise DigestError(f"{where} answered {failed.smtp_code}: {_reply(failed.smtp_error)}") from None
     except ssl.SSLCertVerificationError as failed:
         raise DigestError(f"{where}: its certificate is not trusted ({failed.verify_message}); "
                           "set digest.email.ca_file to the CA that signed it") from None
     except (OSError, smtplib.SMTPException) as failed:
         raise DigestError(f"{where} could not be reached ({type(failed).__name__}: {failed})") from None
+    if refused:
+        raise RecipientsRefused(where, {address: f"{code}: {_reply(reply)}" for address, (code, reply) in refused.items()})
 
 
 def _reply(text: bytes | str) -> str:

@@ -3,9 +3,10 @@ sent (:func:`send_digest`, off it): what the ``digest`` command and the weekly f
 
 Sending is kept apart because it waits on other people's servers, and a retry of it comes
 minutes later: neither may hold the warehouse, which the desk and the other flows need
-meanwhile. And each channel is sent once: what it took is recorded (``digest_sends``: the week,
-the channel, the sha256 of what it was sent), so a retry after the mail server refused sends
-the email and does not post the same digest to the chat again.
+meanwhile. And each channel is sent once, to each of its recipients: what it took is recorded
+(``digest_sends``: the week, the channel, the sha256 of what it was sent, the recipient), so a
+retry after the mail server refused sends the email, to the recipients it refused alone, and
+does not post the same digest to the chat again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..core import now_utc
 from ..core.vocabulary import sources_of
 from ..warehouse import Warehouse, exclusive
 from ._content import Digest, DigestError, Week, build, reports_in
-from ._email import message, send
+from ._email import RecipientsRefused, message, recipients, send
 from ._render import FORMATS, post, webhook_text, write
 
 #: Takes the warehouse's turn (the lock other processes wait on) for a moment.
@@ -48,11 +49,26 @@ class Written:
 
 @dataclass(slots=True)
 class Sent:
-    """What :func:`send_digest` did, by channel ("webhook", "email")."""
+    """What :func:`send_digest` did, by channel ("webhook", "email"; "email to a@example.com"
+    when it was some of the email's recipients only)."""
 
     sent: list[str] = field(default_factory=list)
     #: Channels that already had this week's same digest, and were not sent it again.
     skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    name: str
+    #: The sha256 of what it is sent.
+    content: str
+    #: Who it goes to: the email's envelope addresses; ("",) for the webhook.
+    recipients: tuple[str, ...]
+    #: Sends it to some of ``recipients``.
+    deliver: Callable[[list[str]], None]
+
+    def label(self, recipients: list[str]) -> str:
+        return self.name if len(recipients) == len(self.recipients) else f"{self.name} to {', '.join(recipients)}"
 
 
 def chosen_week(week: str | None) -> Week:
@@ -103,47 +119,58 @@ def write_digest(
 
 def send_digest(config: Config, digest: Digest, turn: Turn | None = None, resend: bool = False) -> Sent:
     """Post ``digest`` to the configured webhook and mail it to ``[digest.email]``'s recipients,
-    each channel that has not had this week's same content yet (all of them with ``resend``).
+    each channel, and each recipient of the email, that has not had this week's same content yet
+    (all of them with ``resend``).
 
     Call it off the warehouse's turn: ``turn`` takes it for the moments the record of what was
     sent is read and written (default: waiting as long as it takes). A one-source digest is not
     sent: the channels get the week's one digest of everyone's reports. One channel failing
     does not keep the other from being tried; the failures are raised together after, and what
-    was sent is recorded, so that a retry sends only what failed."""
+    was sent is recorded, recipient by recipient (a relay may refuse one address and take the
+    message for the others), so that a retry sends only what failed, to whom it failed."""
     if digest.source:
         return Sent()
     settings = config.digest
     settings.check_secrets()
     take_turn = turn or (lambda: exclusive(config.warehouse.path, "the digest"))
-    channels: list[tuple[str, str, Callable[[], None]]] = []
+    channels: list[_Channel] = []
     webhook = settings.webhook()
     if webhook and settings.webhook_env:
         text = webhook_text(digest, settings.webhook_format)
-        channels.append(("webhook", _sha256(text), functools.partial(post, text, webhook, settings.webhook_env)))
+        deliver = functools.partial(post, text, webhook, settings.webhook_env)
+        channels.append(_Channel("webhook", _sha256(text), ("",), lambda _: deliver()))
     if settings.email:
         mail = message(digest, settings.email)
         plain = mail.get_body(("plain",))
         assert plain is not None  # message() always has one
-        said = f"{mail['To']}\n{plain.get_content()}"  # what it says and to whom (its HTML also has today's date)
-        channels.append(("email", _sha256(said), functools.partial(send, mail, settings.email)))
+        said = plain.get_content()  # what it says (its HTML also has today's date); to whom is per recipient
+        channels.append(_Channel("email", _sha256(said), tuple(recipients(settings.email)),
+                                 functools.partial(send, mail, settings.email)))
     done = Sent()
     if not channels:
         return done
     with take_turn(), Warehouse(config.warehouse.path) as warehouse:
         before = set() if resend else _sent_before(warehouse, digest.week)
     failures = []
-    for channel, content, deliver in channels:
-        if (channel, content) in before:
-            done.skipped.append(channel)
+    for channel in channels:
+        pending = [r for r in channel.recipients if (channel.name, channel.content, r) not in before]
+        if had := [r for r in channel.recipients if r not in pending]:
+            done.skipped.append(channel.label(had))
+        if not pending:
             continue
         try:
-            deliver()
+            channel.deliver(pending)
+            took = pending
+        except RecipientsRefused as exc:  # the relay took it for the others
+            failures.append(str(exc))
+            took = [r for r in pending if r not in exc.refused]
         except DigestError as exc:
             failures.append(str(exc))
             continue
-        with take_turn(), Warehouse(config.warehouse.path) as warehouse:
-            _record(warehouse, digest.week, channel, content)
-        done.sent.append(channel)
+        if took:
+            with take_turn(), Warehouse(config.warehouse.path) as warehouse:
+                _record(warehouse, digest.week, channel, took)
+            done.sent.append(channel.label(took))
     if failures:
         sent = f"; sent by {', '.join(done.sent)}, which a retry does not send again" if done.sent else ""
         raise DigestError("; ".join(failures) + sent)
@@ -154,16 +181,17 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _sent_before(warehouse: Warehouse, week: Week) -> set[tuple[str, str]]:
-    """(channel, content sha256) of what everyone's digest of ``week`` was sent already."""
-    rows = warehouse.con.execute("SELECT channel, content_sha256 FROM digest_sends WHERE week = ? AND source = ''",
-                                 [str(week)]).fetchall()
-    return {(channel, content) for channel, content in rows}
+def _sent_before(warehouse: Warehouse, week: Week) -> set[tuple[str, str, str]]:
+    """(channel, content sha256, recipient) of what everyone's digest of ``week`` was sent already."""
+    rows = warehouse.con.execute(
+        "SELECT channel, content_sha256, recipient FROM digest_sends WHERE week = ? AND source = ''", [str(week)]
+    ).fetchall()
+    return {(channel, content, recipient) for channel, content, recipient in rows}
 
 
-def _record(warehouse: Warehouse, week: Week, channel: str, content: str) -> None:
-    warehouse.con.execute(
-        """INSERT INTO digest_sends VALUES (?, '', ?, ?, ?)
+def _record(warehouse: Warehouse, week: Week, channel: _Channel, took: list[str]) -> None:
+    warehouse.con.executemany(
+        """INSERT INTO digest_sends (week, source, channel, content_sha256, recipient, sent_at) VALUES (?, '', ?, ?, ?, ?)
            ON CONFLICT DO UPDATE SET sent_at = excluded.sent_at""",
-        [str(week), channel, content, now_utc()],
+        [[str(week), channel.name, channel.content, recipient, now_utc()] for recipient in took],
     )
