@@ -17,12 +17,17 @@ measures, for each of the three tools:
 4. hard negatives: evidence strings (ids, SHAs, timestamps, paths, versions, counts) that must
    come out untouched, alone and inside a sentence.
 5. per rule family, on generated samples: recall on every gitleaks family (5 samples per rule,
-   drawn from each rule's own regex, each one gitleaks itself reports), on our own families
+   drawn from each rule's regex as the scrubber runs it, each one gitleaks itself reports, bare
+   and in prose followed by ")", ",", "." and quotes: a self-check, since the samples come from
+   the very regexes that find them), on our own families
    (personal data, URL credentials, query parameters, headers, the forms that used to leak),
    and the share of generated hard negatives (UUIDs, request ids, SHAs, timestamps, paths,
    versions, counts, snowflake ids in identity fields) left untouched — for all three tools.
 6. throughput on clean text too (the shared CLINC150, VADER and bug-report texts, where
    secrets are rare): what most ingested strings look like.
+7. gitleaks' own hand-written cases (``shared/data/gitleaks_cases.jsonl``): every true positive's
+   secret covered, bare and in prose; the false positives left alone by their own rule (and how
+   many any rule of ours or gitleaks' flags).
 
 Nothing is downloaded: scrubadub detectors that need a model or corpus are left out (noted
 under the table). Run by hand from the repo root::
@@ -54,7 +59,8 @@ from rich.console import Console
 from rich.table import Table
 
 from feedback_insights import privacy
-from feedback_insights.privacy.samples import rule_samples
+from feedback_insights.privacy._gitleaks import PROSE_ENDS
+from feedback_insights.privacy.samples import PROSE, rule_samples
 
 warnings.filterwarnings("ignore")  # scrubadub warns about deprecated names on import
 
@@ -436,13 +442,14 @@ class FamilyCase:
 
 def gitleaks_cases() -> list[FamilyCase]:
     """Every family of gitleaks' rule set: 5 samples per rule, generated from the rule's regex
-    (privacy.samples), each one gitleaks itself reports."""
+    (privacy.samples), each one gitleaks itself reports, bare and in each prose template."""
     rules = privacy.gitleaks_rules()
     by_family: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
     count: Counter[str] = Counter()
     for rule, samples in rule_samples(rules, SAMPLES_PER_RULE):
         count[rule.family] += 1
-        by_family[rule.family] += [(s.text, s.start, s.end) for s in samples]
+        placed = [*samples, *(s.in_prose(template) for s in samples for template in PROSE)]
+        by_family[rule.family] += [(s.text, s.start, s.end) for s in placed]
     return [FamilyCase("gitleaks", family, count[family], texts) for family, texts in sorted(by_family.items())]
 
 
@@ -630,9 +637,81 @@ def gitleaks_note() -> str:
     rules = privacy.gitleaks_rules()
     left = "; ".join(f"{rule_id} ({why})" for rule_id, why in rules.left_out)
     scoped = ", ".join(rule_id for rule_id, _ in rules.notes)
+    widened = sum(any(prose in r.pattern for prose in PROSE_ENDS.values()) for r in rules.rules)
     return (f"gitleaks: {rules.total} rules in the shipped default config, {len(rules.rules)} compiled with RE2 and applied, "
             f"{len(rules.left_out)} left out: {left}. Path-scoped rules applied to all text (feedback has no path): {scoped}. "
-            f"{len(rules.families)} families. A sample is found when a find overlaps its secret; 'whole' when finds cover all of it.")
+            f"{widened} rules run with their token ends widened to prose punctuation. {len(rules.families)} families; "
+            f"each sample bare and in {len(PROSE)} sentences ({' / '.join(PROSE)}), all drawn from the regexes the scrubber "
+            "runs (a self-check, not a measurement). A sample is found when a find overlaps its secret; 'whole' when finds "
+            "cover all of it.")
+
+
+# -- gitleaks' own cases ----------------------------------------------------------------------
+
+GITLEAKS_CASES = SHARED / "gitleaks_cases.jsonl"
+#: Prose around a whole case text, each template ending it with one mark.
+CASE_PROSE = ("{}", "It failed ({}) twice.", "Tried {}, then gave up.", "The key was {}.", "See [{}] for it.",
+              'Used "{}" as told.', "Used '{}' as told.")
+
+
+@dataclass
+class CaseResult:
+    """gitleaks' hand-written cases: true positives covered (bare, in prose) and false
+    positives left alone (by their own rule; by any rule)."""
+
+    tp: int
+    tp_bare: int
+    tp_prose: int
+    prose_texts: int
+    fp: int
+    fp_own_rule: int
+    fp_any: int
+    missed: list[tuple[str, str]]
+
+
+def evaluate_gitleaks_cases() -> CaseResult:
+    """The unambiguous false positives only: not those that are another rule's secret, nor
+    those that are false only for their file path (the data README's advice)."""
+    cases = [json.loads(line) for line in GITLEAKS_CASES.read_text(encoding="utf-8").splitlines()]
+    rules = {r.id: r for r in privacy.gitleaks_rules().rules}
+    allowlists = privacy.gitleaks_rules().allowlists
+    result = CaseResult(0, 0, 0, 0, 0, 0, 0, [])
+    for case in cases:
+        if case["kind"] == "tp" and case.get("secret"):
+            result.tp += 1
+            for template in CASE_PROSE:
+                text = template.format(case["text"].strip())
+                at = text.index(case["secret"])
+                covered = {i for f in privacy.find(text) for i in range(f.start, f.end)}
+                whole = set(range(at, at + len(case["secret"]))) <= covered
+                if template == "{}":
+                    result.tp_bare += whole
+                else:
+                    result.prose_texts += 1
+                    result.tp_prose += whole
+                if not whole:
+                    result.missed.append((case["id"], template))
+        elif case["kind"] == "fp" and not case.get("other_rules_fire") and not case.get("fp_only_because_of_path"):
+            result.fp += 1
+            rule = rules.get(case["rule"])
+            lowered = case["text"].lower()
+            if rule is not None and (not rule.keywords or any(k in lowered for k in rule.keywords)):
+                result.fp_own_rule += bool(list(rule.finds(case["text"].encode(), allowlists)))
+            result.fp_any += bool(privacy.find(case["text"]))
+    return result
+
+
+def gitleaks_cases_table(result: CaseResult) -> Table:
+    table = Table(title="gitleaks' own hand-written cases (gitleaks_cases.jsonl; written for its regexes, not drawn from them)")
+    for name, justify in (("cases", "left"), ("n", "right"), ("ours", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_row("true positives: secret covered whole, bare", str(result.tp), _ratio(result.tp_bare, result.tp))
+    table.add_row(f"true positives: in {len(CASE_PROSE) - 1} sentences each", str(result.prose_texts),
+                  _ratio(result.tp_prose, result.prose_texts))
+    table.add_row("false positives: their own rule silent", str(result.fp), _ratio(result.fp - result.fp_own_rule, result.fp))
+    table.add_row("false positives: nothing at all flagged (ours or another rule)", str(result.fp),
+                  _ratio(result.fp - result.fp_any, result.fp))
+    return table
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -675,6 +754,7 @@ def targets_table(
     mbps: float,
     touched: int,
     families: list[FamilyResult],
+    cases: CaseResult,
 ) -> Table:
     table = Table(title="Targets (ours)")
     for name in ("target", "value", "result"):
@@ -714,13 +794,18 @@ def targets_table(
         f"throughput ≥ {MBPS_TARGET} MB/s", f"{mbps:.2f} MB/s", verdict(mbps >= MBPS_TARGET)
     )
     table.add_row("hard negatives touched = 0", str(touched), verdict(touched == 0))
-    for group, label in (("gitleaks", "gitleaks samples covered whole = all"), ("ours", "our family samples covered whole = all")):
+    for group, label in (("gitleaks", "gitleaks-rule samples covered whole = all (self-check)"),
+                         ("ours", "our family samples covered whole = all (self-check)")):
         rows = [r for r in families if r.case.group == group]
         n, whole = sum(len(r.case.texts) for r in rows), sum(r.whole for r in rows)
         table.add_row(label, f"{whole}/{n}", verdict(whole == n))
     rows = [r for r in families if r.case.group == "negative"]
     n, kept = sum(len(r.case.texts) for r in rows), sum(r.counts.get("ours", 0) for r in rows)
     table.add_row("generated hard negatives untouched = all", f"{kept}/{n}", verdict(kept == n))
+    tp, covered = cases.tp + cases.prose_texts, cases.tp_bare + cases.tp_prose
+    table.add_row("gitleaks' true positives covered, bare and in prose = all", f"{covered}/{tp}", verdict(covered == tp))
+    table.add_row("gitleaks' false positives: own rule silent = all", f"{cases.fp - cases.fp_own_rule}/{cases.fp}",
+                  verdict(cases.fp_own_rule == 0))
     return table
 
 
@@ -821,9 +906,11 @@ def main(argv: list[str]) -> None:
     console.print(negatives)
     console.print(families_table(tools, families))
     console.print(f"  [dim]* {gitleaks_note()}[/]")
+    cases = evaluate_gitleaks_cases()
+    console.print(gitleaks_cases_table(cases))
     ours_scores, ours_errors = results["ours"]
     peers = [(t, results[t.name][0]) for t in tools[1:]]
-    console.print(targets_table(ours_scores, peers, mbps, touched, families))
+    console.print(targets_table(ours_scores, peers, mbps, touched, families, cases))
     reviewed_rows = [replace(r, contested=r.contested or r.id in REVIEWED) for r in rows]
     reviewed = evaluate(tools[0], reviewed_rows)[0]["secret"]
     console.print(
@@ -850,6 +937,7 @@ def main(argv: list[str]) -> None:
         )
     if "--misses" in argv:
         missed = [(r.case.group, r.case.family, text) for r in families for text in r.misses]
+        missed += [("gitleaks_cases", case_id, template) for case_id, template in cases.missed]
         console.print(errors_table("Family samples ours misses (or touches, for negatives)", missed, ("group", "family", "text")))
 
 
