@@ -157,7 +157,7 @@ def test_statements_are_embedded_cached_and_logged_by_hash(setup, embedder) -> N
 
 def test_a_rebuild_embeds_with_the_statements_and_an_erasure_takes_a_statement_either_way(setup, embedder) -> None:
     from feedback_insights.config import ClusteringConfig
-    from feedback_insights.warehouse import erase_records
+    from feedback_insights.warehouse import Ledger, erase_records
 
     config, _ = setup
     with running_llm() as fake, Warehouse(config.warehouse.path) as wh:
@@ -178,7 +178,7 @@ def test_a_rebuild_embeds_with_the_statements_and_an_erasure_takes_a_statement_e
         assert bare == (True,)
         # ... and erasing a report still takes its statement with it.
         (text,) = wh.con.execute(f"SELECT {text_sql('reports')} FROM records r WHERE id = 'g0'").fetchone()
-        erase_records(wh.con, [("drop", "g0")], "tester", "asked to")
+        erase_records(wh.con, [("drop", "g0")], "tester", "asked to", Ledger(config.privacy.key()))
         left = {row[0] for row in wh.con.execute("SELECT text_sha256 FROM problem_statements").fetchall()}
         assert hashlib.sha256(text.encode()).hexdigest() not in left and len(left) == 8
 
