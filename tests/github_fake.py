@@ -274,7 +274,8 @@ class GitHubFake:
         #: (requests, seconds): the secondary limits on each user's content-creating requests.
         self.write_limits = WRITE_LIMITS
         self.max_concurrent = MAX_CONCURRENT
-        self._clock = clock
+        #: What the secondary limit windows are timed by; a test may hand it the publisher's.
+        self.clock = clock
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._repos: dict[str, _Repo] = {}
@@ -487,7 +488,7 @@ class GitHubFake:
             return _error(403, SECONDARY_RATE_LIMIT)
         if method not in _WRITES:
             return None
-        now = self._clock()
+        now = self.clock()
         sent = self._writes.setdefault(caller.login, deque())
         longest = max(window for _, window in self.write_limits)
         while sent and sent[0] <= now - longest:

@@ -523,11 +523,12 @@ def test_write_bursts_meet_the_secondary_rate_limits() -> None:
 
 def test_too_many_concurrent_requests_meet_the_secondary_rate_limit(fake: GitHubFake) -> None:
     fake.max_concurrent = 2
-    fake.fail("GET", r"/repos/acme/api", "timeout_after_effect", times=2, delay=0.5)  # two slow answers
+    fake.fail("GET", r"/repos/acme/api", "timeout_after_effect", times=2, delay=1.0)  # two slow answers
     auth = {"Authorization": f"token {fake.token}"}
     with ThreadPoolExecutor(2) as pool:
         slow = [pool.submit(requests.get, f"{fake.url}/repos/{REPO}", headers=auth, timeout=5) for _ in range(2)]
-        time.sleep(0.2)
+        while len(fake.requests) < 2:  # both are being answered
+            time.sleep(0.01)
         third = requests.get(f"{fake.url}/repos/{REPO}/labels", headers=auth, timeout=5)
         assert [f.result().status_code for f in slow] == [200, 200]
     assert third.status_code == 403 and "secondary rate limit" in third.json()["message"]

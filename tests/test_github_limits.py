@@ -12,14 +12,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from feedback_insights.config import Config
-from feedback_insights.drafts import cluster_of, get_draft
-from feedback_insights.publish import PublishRun, publish
+from feedback_insights.config import Config, GitHubConfig
+from feedback_insights.drafts import cluster_of, get_draft, marker
+from feedback_insights.publish import GitHubError, IssueTracker, PublishRun, publish
 from feedback_insights.publish._github import MAX_RATE_LIMIT_WAIT
 from feedback_insights.warehouse import Warehouse
 
 from . import test_publish
-from .github_fake import GitHubFake
+from .github_fake import GitHubFake, VirtualClock, running_github
 from .test_drafts import _grow
 from .test_publish import ISSUES, Clock, _all_issues, _config, _tracker
 
@@ -249,14 +249,126 @@ def test_reads_retried_after_a_5xx_wait_through_the_trackers_clock_too(github: G
 
 def test_a_used_up_quota_stops_the_run_with_one_line_per_draft_and_files_once_later(github: GitHubFake, drafted: Path) -> None:
     config = _config(drafted, github)
-    github.rate_limit = 7  # runs out while filing: the first draft takes six requests
+    github.rate_limit = 9  # runs out while filing: the first draft takes eight requests
     clock = Clock()
     run = _publish(config, drafted, clock)
     assert clock.waits == [] and run.errors and len(run.filed) >= 1
     assert all("used up until" in e and "\n" not in e for e in run.errors)
-    assert len(github.requests) == 8  # after the first refusal, no request more
+    assert len(github.requests) == 10  # after the first refusal, no request more
     github.rate_limit = 5000
     github.reset_rate_limit()  # the hour is over
     again = _publish(config, drafted)
     assert again.errors == [] and len(run.filed) + len(again.filed) + len(again.adopted) == 3
+    _filed_exactly_once(github)
+
+
+# A renamed repository: GitHub answers writes 307, which PyGithub does not follow.
+
+
+def _bare_tracker(gh: GitHubFake, clock: VirtualClock | None = None, **settings: object) -> IssueTracker:
+    """A tracker on the fake alone (no warehouse): GitHub's pacing on unless ``settings`` say otherwise."""
+    config = GitHubConfig(base_url=gh.url, token_env="FI_TEST_GITHUB_TOKEN", timeout=1, backoff=0.05, **settings)
+    clock = clock or VirtualClock()
+    return IssueTracker(config, gh.token, sleep=clock.sleep, clock=clock.now)
+
+
+def _body(cluster_id: int) -> str:
+    return f"{marker(cluster_id)}\nAgents reported cluster {cluster_id}.\n"
+
+
+def test_writes_to_a_repository_renamed_during_the_run_follow_the_307_once() -> None:
+    with running_github() as gh:
+        gh.add_repo("acme/api")
+        tracker = _bare_tracker(gh)
+        first, _ = tracker.file_once("acme/api", 1, "Before", _body(1), [])
+        gh.rename_repo("acme/api", "acme/api-v2")  # the repository was looked up before this
+        state, created = tracker.file_once("acme/api", 2, "After", _body(2), [])
+        _, posted = tracker.comment_once("acme/api", first.number, "<!-- x -->", "<!-- x -->\nhello")
+        tracker.replace_body("acme/api", first.number, _body(1) + "edited\n")
+        issues = gh.issues("acme/api-v2")
+    assert created and posted and (state.number, state.repo) == (2, "acme/api-v2")
+    assert [(i["number"], cluster_of(i["body"])) for i in issues] == [(1, 1), (2, 2)]
+    assert issues[0]["body"].endswith("edited\n") and len(gh.comments("acme/api-v2", 1)) == 1
+    moved = f"/repositories/{gh.repo_id('acme/api-v2')}"
+    assert [(m, t) for m, t in gh.requests if t.startswith(moved) and m != "GET"] == [("POST", f"{moved}/issues")]
+
+
+# Comments: GitHub's 65,536 characters.
+
+
+def test_a_comment_github_would_refuse_is_one_error_line_and_never_sent() -> None:
+    with running_github() as gh:
+        gh.add_repo("acme/api")
+        tracker = _bare_tracker(gh)
+        state, _ = tracker.file_once("acme/api", 1, "Title", _body(1), [])
+        with pytest.raises(GitHubError) as raised:
+            tracker.comment_once("acme/api", state.number, "<!-- m -->", "<!-- m -->\n" + "x" * 65_536)
+        assert gh.comments("acme/api", state.number) == [] and not _sent(gh, "POST", r".*/comments")
+    assert str(raised.value) == ("acme/api#1: the comment is 65,547 characters, GitHub takes at most 65,536: "
+                                 "not posted") and "\n" not in str(raised.value)
+
+
+# Secondary rate limits: the tracker's pacing keeps within GitHub's, and a limit it did not
+# foresee (another client on the same account) is waited for. Pacing stays on in every test:
+# the fake and the tracker share a clock that moves only when the tracker sleeps.
+
+
+def test_pacing_files_a_burst_within_githubs_limit_of_80_writes_a_minute() -> None:
+    clock = VirtualClock()
+    with running_github(clock=clock.now) as gh:
+        gh.add_repo("acme/api")
+        tracker = _bare_tracker(gh, clock, seconds_between_writes=0.5)  # on its own: 120 a minute
+        started = clock.now()
+        filed = [tracker.file_once("acme/api", n, f"Problem {n}", _body(n), [])[1] for n in range(1, 101)]
+        assert all(filed) and gh.secondary_limited == [] and len(gh.issues("acme/api")) == 100
+    assert clock.now() - started >= 60  # the 81st write (the label was the first) waited for the minute
+    assert clock.waits and all(wait >= 0.5 - 1e-9 for wait in clock.waits)
+
+
+def test_the_hours_limit_stops_the_run_with_one_line_per_issue_and_nothing_over_it() -> None:
+    clock = VirtualClock()
+    with running_github(clock=clock.now) as gh:
+        gh.add_repo("acme/api")
+        gh.write_limits = ((8, 60.0), (20, 3600.0))  # GitHub's, scaled down; the tracker told the same
+        limits = {"writes_per_minute": 8, "writes_per_hour": 20}
+        tracker = _bare_tracker(gh, clock, **limits)
+        errors = []
+        for n in range(1, 26):
+            try:
+                tracker.file_once("acme/api", n, f"Problem {n}", _body(n), [])
+            except GitHubError as exc:
+                errors.append(str(exc))
+        assert gh.secondary_limited == [] and len(gh.issues("acme/api")) == 19  # the label was the first write
+        assert len(errors) == 6 and all("20 writes an hour" in e and "run it again after" in e for e in errors)
+        clock.sleep(3600)
+        again = _bare_tracker(gh, clock, **limits)
+        results = [again.file_once("acme/api", n, f"Problem {n}", _body(n), []) for n in range(1, 26)]
+        assert [created for _, created in results].count(True) == 6 and len(gh.issues("acme/api")) == 25
+
+
+def test_a_secondary_limit_the_pacing_did_not_foresee_is_waited_for_and_files_once() -> None:
+    clock = VirtualClock()
+    with running_github(clock=clock.now) as gh:
+        gh.add_repo("acme/api")
+        gh.write_limits = ((3, 60.0), (500, 3600.0))  # tighter than the tracker's 80 a minute
+        tracker = _bare_tracker(gh, clock)
+        results = [tracker.file_once("acme/api", n, f"Problem {n}", _body(n), []) for n in range(1, 11)]
+        issues = gh.issues("acme/api")
+    assert all(created for _, created in results) and gh.secondary_limited
+    assert [cluster_of(i["body"]) for i in issues] == list(range(1, 11))
+    assert any(wait > 1 for wait in clock.waits)  # GitHub's Retry-After, honoured
+
+
+def test_publishing_with_pacing_on_keeps_within_the_limits(github: GitHubFake, drafted: Path) -> None:
+    clock = VirtualClock()
+    github.write_limits = ((4, 60.0), (500, 3600.0))
+    config = _config(drafted, github)
+    paced = config.model_copy(update={"github": config.github.model_copy(
+        update={"seconds_between_writes": 1.0, "writes_per_minute": 4})})
+    github.clock = clock.now  # the fake's windows on the tracker's clock
+    with Warehouse(drafted) as wh:
+        run = publish(paced, wh, IssueTracker(paced.github, paced.github.token(), sleep=clock.sleep, clock=clock.now), {})
+    assert run.errors == [] and len(run.filed) == 3 and github.secondary_limited == []
+    writes = sum(method != "GET" for method, _ in github.requests)  # the labels and the issues
+    assert writes > 4 and clock.now() - 1000 >= 60 * ((writes - 1) // 4)  # four a minute, none over
     _filed_exactly_once(github)

@@ -496,3 +496,112 @@ def test_a_chain_of_merges_closes_each_duplicate_against_the_last_survivor(githu
         [comment] = github.comments(first["repo"], draft["issue_number"])
         assert comment["body"].startswith(f"Duplicate of #{last['issue_number']}\n")
     assert issues[last["issue_number"]]["state"] == "open"
+
+
+# Exactly once without labels: GitHub drops them silently for a token without triage access,
+# and a maintainer may remove them; filing finds its issues by their author and marker.
+
+READER_TOKEN = "gh-reader-token"
+
+
+def _as_reader(config: Config, gh: GitHubFake, monkeypatch: pytest.MonkeyPatch, **changes: object) -> Config:
+    """The configuration with a token whose user may only read the repositories (and open issues)."""
+    gh.add_token(READER_TOKEN, "outside-bot", role="read")
+    monkeypatch.setenv("FI_TEST_READER_TOKEN", READER_TOKEN)
+    return config.model_copy(update={"github": config.github.model_copy(update={"token_env": "FI_TEST_READER_TOKEN", **changes})})
+
+
+@pytest.mark.parametrize("labels_exist", [True, False], ids=["labels-dropped", "labels-missing"])
+def test_a_token_without_push_access_files_each_cluster_once(
+    github: GitHubFake, drafted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, labels_exist: bool
+) -> None:
+    backup = shutil.copyfile(drafted, tmp_path / "before-publish.duckdb")
+    if labels_exist:  # a maintainer made them: the reader's issues name them, GitHub drops them
+        for repo in (*REPOS.values(), "pags/console"):
+            for name in ("agent-feedback", "feedback-insights"):
+                _tracker(_config(drafted, github)).repo(repo).create_label(name, "ededed")
+    config = _as_reader(_config(drafted, github), github, monkeypatch, retries=0)
+    github.fail("POST", ISSUES, "server_error_after_effect")  # created, but the answer is a 502
+    with Warehouse(drafted) as wh:
+        first = publish(config, wh, _tracker(config), {})
+        assert len(first.filed) == 2 and len(first.errors) == 1 and "502" in first.errors[0]
+        second = publish(config, wh, _tracker(config), {})  # the failed one's issue is found
+    assert second.errors == [] and second.filed == [] and len(second.adopted) == 1
+    assert first.skipped and all("no triage access" in line and "without labels" in line for line in first.skipped)
+    with Warehouse(backup) as wh:  # killed before anything was recorded: the warehouse from before
+        third = publish(_as_reader(_config(backup, github), github, monkeypatch), wh, _tracker(config), {})
+    assert third.errors == [] and third.filed == [] and len(third.adopted) == 3
+    issues = _all_issues(github)
+    assert len(issues) == 3 and len({cluster_of(i["body"]) for i in issues}) == 3
+    assert all(i["labels"] == [] and i["user"]["login"] == "outside-bot" for i in issues)
+
+
+def test_an_issue_whose_marker_label_was_removed_is_still_found(github: GitHubFake, drafted: Path, tmp_path: Path) -> None:
+    backup = shutil.copyfile(drafted, tmp_path / "before-publish.duckdb")
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        assert len(publish(config, wh, _tracker(config), {}).filed) == 3
+    for repo in (*REPOS.values(), "pags/console"):  # a maintainer tidies the labels away
+        for issue in _tracker(config).repo(repo).get_issues(state="all"):
+            issue.edit(labels=[])
+    with Warehouse(backup) as wh:
+        again = publish(_config(backup, github), wh, _tracker(config), {})
+    assert again.filed == [] and len(again.adopted) == 3 and len(_all_issues(github)) == 3
+
+
+def test_an_issue_a_stranger_filed_with_the_marker_is_not_adopted(
+    github: GitHubFake, drafted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(drafted, github)
+    stranger = _as_reader(config, github, monkeypatch)
+    with Warehouse(drafted) as wh:
+        draft_id, body, service = wh.con.execute(
+            "SELECT d.id, d.body, c.service FROM drafts d JOIN clusters c ON c.id = d.cluster_id "
+            "WHERE d.status = 'approved' ORDER BY d.id LIMIT 1").fetchall()[0]
+        repo = config.github.repo_for(service)
+        assert repo is not None
+        _tracker(stranger).repo(repo).create_issue("Looks like theirs", body=body)  # marker and all
+        run = publish(config, wh, _tracker(config), {})
+        filed = get_draft(wh, draft_id)
+    assert run.adopted == [] and len(run.filed) == 3
+    [ours] = [i for i in github.issues(repo) if i["number"] == filed["issue_number"]]
+    assert ours["user"]["login"] == "feedback-bot"
+
+
+# Erasure reaches the demand-update comments.
+
+
+@pytest.mark.parametrize("edited", [False, True], ids=["as-posted", "edited-since"])
+def test_forgetting_the_report_a_demand_update_quotes_rewrites_the_comment(
+    github: GitHubFake, drafted: Path, edited: bool
+) -> None:
+    from feedback_insights.publish import forget, records_to_forget
+    from feedback_insights.publish._erasure import ERASED_QUOTE
+
+    from .test_drafts import _grow
+
+    canary = "TheNewestReportSaysCanaryZebra"
+    config = _config(drafted, github)
+    with Warehouse(drafted) as wh:
+        publish(config, wh, _tracker(config), {})
+        draft = wh.con.sql("SELECT * FROM drafts WHERE status = 'filed' AND drafted_by <> 'hand' ORDER BY id LIMIT 1").pl().to_dicts()[0]
+        _grow(wh, draft["cluster_id"], draft["accounts"])
+        newest = f"grown-{draft['cluster_id']}-0"  # made the newest report, the one the update quotes
+        wh.con.execute("UPDATE records SET summary = ?, received_at = (SELECT max(received_at) FROM records) "
+                       "+ INTERVAL 1 MINUTE WHERE id = ?", [canary, newest])
+        assert publish(config, wh, _tracker(config), {}).updates == [(draft["id"], draft["accounts"] * 2)]
+        [posted] = github.comments(draft["repo"], draft["issue_number"])
+        assert canary in posted["body"] and newest in posted["body"]  # the positive control
+        if edited:
+            github.edit_comment(draft["repo"], posted["id"], posted["body"] + "\n\nSeen it, thanks.")
+        run = forget(config, wh, records_to_forget(config, wh, record=newest), "dana", "the owner asked", _tracker(config))
+        assert publish(config, wh, _tracker(config), {}).to_check == []  # reported once
+    [comment] = github.comments(draft["repo"], draft["issue_number"])
+    if edited:
+        assert comment["body"] == posted["body"] + "\n\nSeen it, thanks."  # a person's edit is not ours to rewrite
+        assert run.bodies.to_check == [f"{posted['html_url']} was edited on GitHub since it was posted and quotes an "
+                                       "erased report: check it by hand"]
+        return
+    assert canary not in comment["body"] and newest not in comment["body"] and "grown" not in comment["body"]
+    assert comment["body"] == posted["body"].split("\n\n")[0] + "\n\n" + ERASED_QUOTE + "\n"
+    assert posted["html_url"] in run.bodies.rewritten and run.bodies.to_check == []

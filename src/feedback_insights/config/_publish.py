@@ -27,6 +27,8 @@ class GitHubConfig(Strict):
     retries: int = Field(4, ge=0, le=10, description="retries of timeouts, rate limits and 5xx")
     backoff: float = Field(2.0, ge=0, description="first retry wait in seconds, doubled each time")
     seconds_between_writes: float = Field(1.0, ge=0, description="GitHub asks for at least 1 s")
+    writes_per_minute: int = Field(80, ge=1, description="GitHub's secondary limit on content-creating requests")
+    writes_per_hour: int = Field(500, ge=1, description="GitHub's secondary limit on content-creating requests")
     known_issue_prefix: str = Field("fi-cluster-", pattern=r"^[A-Za-z0-9_.:-]*$")
 
     @field_validator("repos")

@@ -144,6 +144,10 @@ class DraftInput:
         """The reports with a pointer to follow, in order: the evidence table's rows."""
         return [r for r in self.reports if pointers(r)]
 
+    def newest(self) -> dict[str, Any] | None:
+        """The report a demand-update comment quotes: the last one received."""
+        return max(self.reports, key=lambda r: r["received_at"], default=None)
+
     def cited(self, settings: DraftsConfig | None = None) -> list[tuple[str, str]]:
         """The ``(collector, id)`` of every record the body cites, in body order: the quoted
         reports, the suggestions and the evidence rows under ``settings``' limits, so that

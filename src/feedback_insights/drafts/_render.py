@@ -92,7 +92,7 @@ def _reporters(draft: DraftInput) -> str:
 
 def render_update(draft: DraftInput, was: int, settings: DraftsConfig) -> str:
     """The comment posted on a filed issue when its cluster grew materially."""
-    newest = max(draft.reports, key=lambda r: r["received_at"], default=None)
+    newest = draft.newest()
     link = _link(settings.links)
     comment = _environment().get_template("issue_update.md.j2").render(
         marker=Markdown(update_marker(draft.cluster_id, draft.demand["accounts"])),

@@ -198,7 +198,56 @@ def resync_erased(config: Config, warehouse: Warehouse, tracker: IssueTracker) -
             continue
         _settle(warehouse, draft, "body rewritten after an erasure", body)
         result.rewritten.append(where)
+    _resync_update_comments(warehouse, tracker, result)
     return result
+
+
+_GONE_QUOTES = """
+SELECT u.draft_id, u.comment_id, u.body_sha256, d.repo, d.issue_number, d.issue_url
+FROM update_comments u JOIN drafts d ON d.id = u.draft_id
+WHERE d.repo IS NOT NULL AND d.issue_number IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM records r WHERE r.collector = u.quoted_collector AND r.id = u.quoted_id)
+ORDER BY u.draft_id, u.comment_id
+"""
+
+
+def _resync_update_comments(warehouse: Warehouse, tracker: IssueTracker, result: BodySync) -> None:
+    """Demand-update comments that quote a report no longer in the warehouse: one still as we
+    posted it keeps its first paragraph (the figures, true still) and the quote gives way to
+    :data:`ERASED_QUOTE`; one edited on GitHub since is listed for a person, like a body."""
+    rows = warehouse.con.sql(_GONE_QUOTES).pl()
+    for (repo, number), comments in rows.group_by("repo", "issue_number", maintain_order=True):
+        try:
+            current = {c.id: c for c in tracker.comments(str(repo), int(number))}
+        except GitHubError as exc:
+            result.errors.append(f"{comments['issue_url'][0]}: its demand updates may still quote an erased report: {exc}")
+            continue
+        for row in comments.iter_rows(named=True):
+            comment = current.get(row["comment_id"])
+            action = "demand update deleted on GitHub before an erasure"
+            try:
+                if comment is not None and _sha256(comment.body) != row["body_sha256"]:
+                    action = "demand update to check"
+                    result.to_check.append(f"{comment.url} was edited on GitHub since it was posted and quotes an "
+                                           "erased report: check it by hand")
+                elif comment is not None:
+                    tracker.edit_comment(row["repo"], comment.id, _without_quote(comment.body))
+                    action = "demand update rewritten after an erasure"
+                    result.rewritten.append(comment.url)
+            except GitHubError as exc:
+                result.errors.append(f"{comment.url if comment else row['issue_url']}: the erased report is still quoted: {exc}")
+                continue
+            with transaction(warehouse.con):
+                warehouse.con.execute("DELETE FROM update_comments WHERE draft_id = ? AND comment_id = ?",
+                                      [row["draft_id"], row["comment_id"]])
+                record_action(warehouse, row["draft_id"], action, PIPELINE_ACTOR, {"comment": row["comment_id"]})
+
+
+def _without_quote(comment: str) -> str:
+    """A demand update without the report it quoted: its first paragraph is the marker and the
+    figures (``drafts/templates/issue_update.md.j2``); the quote after it gives way to the line."""
+    figures = comment.split("\n\n", 1)[0]
+    return f"{figures}\n\n{ERASED_QUOTE}\n"
 
 
 def _without_erased(config: Config, warehouse: Warehouse, draft: dict[str, Any], figures: dict[str, Any] | None) -> str:

@@ -4,25 +4,36 @@ Exactly once: PyGithub's own retry would repeat a ``POST /issues`` after a timeo
 that may already have created the issue (measured against the fake: three issues from one
 call). So PyGithub retries reads only, and :meth:`IssueTracker.file_once` retries creation
 itself, looking first, before every attempt, for an issue that carries the cluster's marker
-(the repository's issues with the marker label, listed, not searched: the search index lags).
+line. It looks among the repository's issues *listed* (not searched: the search index lags),
+twice filtered: the ones the token's own account opened, and the ones with the marker label.
+Not by the label alone: GitHub drops labels silently when the token's user has no triage
+access to the repository, and a maintainer may remove them; each retry then filed one more
+issue. Not by the marker alone: anyone may open an issue that carries it, and only our own
+account, or someone who may label issues, makes one we adopt.
 
 GitHub's rules, for reads and writes alike (its REST docs, "Best practices" and "Rate limits"):
 
-- what GitHub would refuse is not sent: a title over 256 characters is shortened, a body over
-  65,536 or a label name over 50 is one error line;
+- what GitHub would refuse is not sent: a title over 256 characters is shortened, a body or a
+  comment over 65,536 or a label name over 50 is one error line; without triage access no
+  labels are sent (GitHub would drop them), without push access none is created;
 - a refusal no retry changes (a 403 that is no rate limit, 404, 410, 422) is one line naming
   the repository and what to fix, and is never retried;
+- writes are paced (:mod:`._pacing`): ``seconds_between_writes`` apart and within GitHub's
+  secondary limits, ``writes_per_minute`` and ``writes_per_hour``;
 - a rate limit is waited for: ``Retry-After`` when sent; else, with ``X-RateLimit-Remaining:
   0``, until ``X-RateLimit-Reset``; else at least a minute, longer at each try. The waits go
   through the tracker's ``sleep`` (tests record them), at most :data:`MAX_RATE_LIMIT_WAIT`
   each: a longer one is an error, and no request is made until it has passed (an integration
   that keeps asking while limited may be banned);
-- a redirect (301: a transferred issue) is followed, by PyGithub.
+- a redirect is followed: 301 (a transferred issue; a renamed repository, to reads) by PyGithub,
+  307 (a renamed repository, to writes) here, as PyGithub would take the redirect's own answer
+  for the created issue.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +51,7 @@ from requests.adapters import Retry  # urllib3's, through requests (PyGithub's t
 from ..config import GitHubConfig
 from ..core import retry_after
 from ..drafts import cluster_of, neutralise
+from ._pacing import Pacer
 
 T = TypeVar("T")
 LABEL_COLOUR = "c5def5"
@@ -53,6 +65,8 @@ MAX_RATE_LIMIT_WAIT = 300
 SECONDARY_RATE_WAIT = 60
 #: Methods PyGithub may repeat by itself: reads, and writes whose repetition changes nothing.
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
+#: Redirects of one write followed before giving up.
+MAX_REDIRECTS = 3
 
 
 class GitHubError(RuntimeError):
@@ -82,6 +96,15 @@ class IssueState:
             if status in mapped:
                 return status
         return "acknowledged"
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """A comment as GitHub holds it now."""
+
+    id: int
+    body: str
+    url: str
 
 
 def _state(issue: Issue) -> IssueState:
@@ -193,9 +216,14 @@ def _check_fits(repo: str, body: str, labels: list[str]) -> None:
 
 
 class IssueTracker:
-    def __init__(self, config: GitHubConfig, token: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, config: GitHubConfig, token: str, *, sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``sleep`` and ``clock`` time the waits (tests pass a clock of their own)."""
         self.config = config
         self.sleep = sleep
+        self.clock = clock
         self._github = Github(
             base_url=config.base_url,
             auth=Auth.Token(token),
@@ -207,14 +235,20 @@ class IssueTracker:
                 sleep, total=config.retries, backoff_factor=config.backoff, allowed_methods=_IDEMPOTENT, other=0,
                 status_forcelist=range(500, 600), raise_on_status=False,
             ),
-            seconds_between_writes=config.seconds_between_writes or None,
+            per_page=100,
+            # Writes are paced by the tracker (_write), through its clock.
+            seconds_between_writes=None,
             seconds_between_requests=None,
         )
+        self._pacer = Pacer(config.seconds_between_writes,
+                            ((config.writes_per_minute, 60.0), (config.writes_per_hour, 3600.0)))
         self._repos: dict[str, Repository] = {}
         self._labels: dict[str, set[str]] = {}
         self._marked: dict[str, dict[int, Issue]] = {}
         #: Until when GitHub asked for no request (UTC epoch seconds), and why.
         self._held: tuple[float, str] | None = None
+        #: One line per repository where labels are left off, and why.
+        self.notes: list[str] = []
 
     def close(self) -> None:
         self._github.close()
@@ -224,30 +258,65 @@ class IssueTracker:
             self._repos[name] = self._call(name, f"repository {name}", lambda: self._github.get_repo(name))
         return self._repos[name]
 
-    def ensure_labels(self, repo_name: str, names: list[str]) -> None:
-        """Create the labels the repository does not have yet."""
+    @functools.cached_property
+    def login(self) -> str | None:
+        """The token's account: the issues and comments it wrote are ours. None when GitHub will
+        not say (a GitHub App's installation token may not read ``/user``; an app with
+        "Issues: write" can label, so its issues are found by their label)."""
+        return self._call(self.config.base_url, "the token's account", self._read_login)
+
+    def _read_login(self) -> str | None:
+        try:
+            return self._github.get_user().login
+        except GithubException as exc:
+            if exc.status == 403 and _rate_limit(exc, 0) is None:
+                return None
+            raise
+
+    def labels_for(self, repo_name: str, names: list[str]) -> list[str]:
+        """``names`` as an issue on the repository can carry them, the missing ones created.
+        Without triage access none: GitHub would drop them silently. Without push access only
+        those the repository has: creating one would be refused. Each is one line in
+        :attr:`notes`."""
         repo = self.repo(repo_name)
+        permissions = repo.permissions  # the token's user's role; None when GitHub does not say
+        if permissions is not None and not (permissions.triage or permissions.push):
+            self._note(f"labels on {repo_name}: the token has no triage access there (GitHub would drop them): "
+                       "issues are filed without labels, and found again by their author and marker")
+            return []
         if repo_name not in self._labels:
             labels = self._call(repo_name, f"labels of {repo_name}", lambda: list(repo.get_labels()))
             self._labels[repo_name] = {label.name.lower() for label in labels}
-        for name in names:
-            if name.lower() not in self._labels[repo_name]:
-                self._call(repo_name, f"{repo_name}: label {name!r}", functools.partial(_create_label, repo, name))
-                self._labels[repo_name].add(name.lower())
+        missing = [name for name in names if name.lower() not in self._labels[repo_name]]
+        if missing and permissions is not None and not permissions.push:
+            self._note(f"labels on {repo_name}: the token may not create {', '.join(missing)} there (no push access): "
+                       "issues are filed without them")
+            return [name for name in names if name not in missing]
+        for name in missing:
+            what = f"{repo_name}: label {name!r}"
+            self._call(repo_name, what, functools.partial(self._create_label, repo_name, what, name))
+            self._labels[repo_name].add(name.lower())
+        return names
+
+    def _note(self, line: str) -> None:
+        if line not in self.notes:
+            self.notes.append(line)
 
     def find(self, repo_name: str, cluster_id: int, refresh: bool = False) -> Issue | None:
-        """The issue already filed for ``cluster_id``, by its marker."""
+        """The issue already filed for ``cluster_id``: the oldest with its marker line among
+        the issues the token's account opened and those with the marker label."""
         if refresh or repo_name not in self._marked:
             repo = self.repo(repo_name)
-            issues = self._call(
-                repo_name, f"issues of {repo_name}",
-                lambda: list(repo.get_issues(state="all", labels=[self.config.marker_label], sort="created", direction="asc")),
-            )
+            filters: list[dict[str, Any]] = [{"labels": [self.config.marker_label]}]
+            if self.login is not None:
+                filters.append({"creator": self.login})
+            issues = [issue for kept in filters
+                      for issue in self._call(repo_name, f"issues of {repo_name}", functools.partial(_listed, repo, kept))]
             marked: dict[int, Issue] = {}
-            for issue in issues:
+            for issue in sorted(issues, key=lambda issue: issue.number):
                 found = cluster_of(issue.body)
-                if found is not None and found not in marked:  # the oldest, if there ever were two
-                    marked[found] = issue
+                if found is not None and issue.pull_request is None:
+                    marked.setdefault(found, issue)  # the oldest, if there ever were two
             self._marked[repo_name] = marked
         return self._marked[repo_name].get(cluster_id)
 
@@ -259,20 +328,21 @@ class IssueTracker:
         title = _fit_title(title)
         labels = list(dict.fromkeys([*labels, self.config.marker_label]))
         _check_fits(repo_name, body, labels)
-        self.ensure_labels(repo_name, labels)
-        repo = self.repo(repo_name)
+        labels = self.labels_for(repo_name, labels)
         for attempt in range(self.config.retries + 1):
             existing = self.find(repo_name, cluster_id, refresh=attempt > 0)
             if existing is not None:
                 return _state(existing), False
-            self._check_held(repo_name)
+            url = f"{self.repo(repo_name).url}/issues"
             try:
-                issue = repo.create_issue(title=title, body=body, labels=labels)
+                data = self._write(repo_name, f"{repo_name}: filing cluster {cluster_id}", "POST", url,
+                                   {"title": title, "body": body, "labels": labels})
             except (requests.Timeout, requests.ConnectionError) as exc:
                 failure, wait = f"{type(exc).__name__}", self.config.backoff * 2**attempt
             except GithubException as exc:
                 failure, wait = self._not_created(repo_name, exc, attempt)
             else:
+                issue = self._github.create_from_raw_data(Issue, data)
                 self._marked.setdefault(repo_name, {})[cluster_id] = issue
                 return _state(issue), True
             if attempt < self.config.retries:
@@ -289,52 +359,124 @@ class IssueTracker:
             return f"{exc.status}", self.config.backoff * 2**attempt
         raise GitHubError(f"{repo_name}: {_refusal(repo_name, exc)}") from None
 
-    def comment_once(self, repo_name: str, number: int, marker: str, body: str) -> bool:
-        """Post ``body`` on the issue unless a comment already carries ``marker``; whether it
-        posted. Not retried here: a lost answer is found by the next run's look first."""
-        repo = self.repo(repo_name)
-        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
-        comments = self._call(repo_name, f"comments of {repo_name}#{number}", lambda: list(issue.get_comments()))
-        if any(marker in (comment.body or "") for comment in comments):
-            return False
+    def comments(self, repo_name: str, number: int) -> list[Comment]:
+        """The issue's comments written by the token's account, oldest first (every comment
+        when GitHub will not say which account the token is: see :attr:`login`)."""
+        return self._ours(repo_name, self._issue(repo_name, number))
+
+    def _ours(self, repo_name: str, issue: Issue) -> list[Comment]:
+        listed = self._call(repo_name, f"comments of {repo_name}#{issue.number}", lambda: list(issue.get_comments()))
+        login = (self.login or "").lower()
+        return [Comment(c.id, c.body or "", c.html_url) for c in listed
+                if not login or (c.user is not None and c.user.login.lower() == login)]
+
+    def comment_once(self, repo_name: str, number: int, marker: str, body: str) -> tuple[Comment, bool]:
+        """Post ``body`` on the issue unless one of our comments already carries ``marker``:
+        the comment, and whether this call posted it. Not retried here: a lost answer is found
+        by the next run's look first."""
+        where = f"{repo_name}#{number}"
+        _check_comment(where, body, "not posted")
+        issue = self._issue(repo_name, number)
+        for comment in self._ours(repo_name, issue):
+            if marker in comment.body:
+                return comment, False
+        url = f"{issue.url}/comments"
         try:
-            issue.create_comment(body)
+            data = self._write(repo_name, where, "POST", url, {"body": body})
         except GithubException as exc:
             if _rate_limit(exc, 0) is not None:
-                raise GitHubError(f"{repo_name}#{number}: rate limited ({exc.status}); the next run posts it") from None
-            raise GitHubError(f"{repo_name}#{number}: the comment was not posted: {_refusal(repo_name, exc)}") from None
+                raise GitHubError(f"{where}: rate limited ({exc.status}); the next run posts it") from None
+            raise GitHubError(f"{where}: the comment was not posted: {_refusal(repo_name, exc)}") from None
         except requests.RequestException as exc:
-            raise GitHubError(f"{repo_name}#{number}: the comment may not have been posted: {type(exc).__name__}") from None
-        return True
+            raise GitHubError(f"{where}: the comment may not have been posted: {type(exc).__name__}") from None
+        return Comment(data["id"], data.get("body") or "", data.get("html_url") or ""), True
+
+    def edit_comment(self, repo_name: str, comment_id: int, body: str) -> None:
+        """Set one of our comments' body (a PATCH: safe to repeat)."""
+        where = f"{repo_name} comment {comment_id}"
+        _check_comment(where, body, "not edited")
+        url = f"{self.repo(repo_name).url}/issues/comments/{comment_id}"
+        self._call(repo_name, f"editing {where}", lambda: self._write(repo_name, where, "PATCH", url, {"body": body}))
 
     def body(self, repo_name: str, number: int) -> str:
         """The issue's body as it is on GitHub now (a maintainer may have edited it)."""
-        repo = self.repo(repo_name)
-        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
-        return issue.body or ""
+        return self._issue(repo_name, number).body or ""
 
     def replace_body(self, repo_name: str, number: int, body: str) -> None:
         """Set the issue's body (a PATCH: safe to repeat)."""
         _check_fits(repo_name, body, [])
-        repo = self.repo(repo_name)
-        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
-        self._call(repo_name, f"editing {repo_name}#{number}", lambda: issue.edit(body=body))
+        issue = self._issue(repo_name, number)
+        what = f"editing {repo_name}#{number}"
+        self._call(repo_name, what, lambda: self._write(repo_name, what, "PATCH", issue.url, {"body": body}))
 
     def close_as_duplicate(self, repo_name: str, number: int) -> IssueState:
         """Close the issue with the state reason ``duplicate`` (a PATCH: safe to repeat). GitHub's
         REST API takes the reason but not which issue it duplicates: the "Duplicate of #N"
         comment says that (:meth:`comment_once`). An issue closed already keeps its reason."""
-        repo = self.repo(repo_name)
-        issue = self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
-        if issue.state == "open":
-            self._call(repo_name, f"closing {repo_name}#{number}",
-                       lambda: issue.edit(state="closed", state_reason="duplicate"))
-        return _state(issue)
+        issue = self._issue(repo_name, number)
+        if issue.state != "open":
+            return _state(issue)
+        what = f"closing {repo_name}#{number}"
+        closed = self._call(repo_name, what, lambda: self._write(
+            repo_name, what, "PATCH", issue.url, {"state": "closed", "state_reason": "duplicate"}))
+        return _state(self._github.create_from_raw_data(Issue, closed))
 
     def state(self, repo_name: str, number: int) -> IssueState:
         """The issue's state; a transferred issue's (the 301 is followed), with where it is now."""
+        return _state(self._issue(repo_name, number))
+
+    def _issue(self, repo_name: str, number: int) -> Issue:
         repo = self.repo(repo_name)
-        return _state(self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number)))
+        return self._call(repo_name, f"issue {repo_name}#{number}", lambda: repo.get_issue(number))
+
+    def _create_label(self, repo_name: str, what: str, name: str) -> None:
+        """Create the label; one that exists after all (created meanwhile) is as good."""
+        url = f"{self.repo(repo_name).url}/labels"
+        try:
+            self._write(repo_name, what, "POST", url, {"name": name, "color": LABEL_COLOUR,
+                                                       "description": "added by feedback-insights"})
+        except GithubException as exc:
+            if not _already_exists(exc):
+                raise
+
+    def _write(self, repo_name: str, what: str, verb: str, url: str, payload: dict[str, Any]) -> Any:
+        """Send one write, paced, through PyGithub's requester (its authentication, transport
+        and 301s); its JSON answer. A 307 is followed with the same request, as GitHub asks of
+        clients for a renamed repository, and the repository is looked up again afterwards, so
+        that reads go to its new name (PyGithub follows a read's 301 without its query).
+        An error answer raises as PyGithub raises it."""
+        requester = self._github.requester
+        for _ in range(MAX_REDIRECTS + 1):
+            self._pace(what)
+            status, headers, output = requester.requestJson(verb, url, input=payload)
+            data = _parsed(output)
+            location = headers.get("location")
+            if status in (307, 308) and location:
+                url = self._followable(what, location)
+                self._repos.pop(repo_name, None)
+                continue
+            if status >= 300:
+                raise requester.createException(status, headers, data)
+            return data
+        raise GitHubError(f"{what}: GitHub redirected it more than {MAX_REDIRECTS} times")
+
+    def _followable(self, what: str, location: str) -> str:
+        """A redirect's target, when it is on the configured host: the token goes with it."""
+        to, base = urlsplit(location), urlsplit(self.config.base_url)
+        if (to.scheme, to.netloc) != (base.scheme, base.netloc):
+            raise GitHubError(f"{what}: GitHub redirected it to {to.scheme}://{to.netloc}, not {self.config.base_url}: "
+                              "not followed (the token would go along); check [github] base_url")
+        return location
+
+    def _pace(self, what: str) -> None:
+        """Wait until the next write may go (:class:`~._pacing.Pacer`); a wait over
+        :data:`MAX_RATE_LIMIT_WAIT` holds every further request and raises."""
+        self._check_held(what)
+        wait, limit = self._pacer.wait(self.clock())
+        self._bounded(what, _Limit(wait, f"{limit} holds for this run's writes"))  # raises when too long
+        if wait > 0:
+            self.sleep(wait)
+        self._pacer.sent(self.clock())
 
     def _call(self, repo_name: str, what: str, fn: Callable[[], T]) -> T:
         """A request (a read is retried by PyGithub after transport errors and 5xx), again
@@ -378,13 +520,23 @@ class IssueTracker:
         )
 
 
-def _create_label(repo: Repository, name: str) -> None:
-    """Create the label; one that exists after all (created meanwhile) is as good."""
+def _listed(repo: Repository, filters: dict[str, Any]) -> list[Issue]:
+    """Every issue of the repository that matches ``filters``, open or closed, oldest first."""
+    return list(repo.get_issues(state="all", sort="created", direction="asc", **filters))
+
+
+def _check_comment(where: str, body: str, outcome: str) -> None:
+    """A comment GitHub would refuse is one error line; it is not sent."""
+    if len(body) > BODY_LIMIT:
+        raise GitHubError(f"{where}: the comment is {len(body):,} characters, GitHub takes at most {BODY_LIMIT:,}: {outcome}")
+
+
+def _parsed(output: str) -> Any:
+    """A write's answer as JSON; one that is not JSON (a proxy's error page) as its message."""
     try:
-        repo.create_label(name, LABEL_COLOUR, "added by feedback-insights")
-    except GithubException as exc:
-        if not _already_exists(exc):
-            raise
+        return json.loads(output) if output else {}
+    except ValueError:
+        return {"message": output[:200]}
 
 
 def _message(exc: GithubException) -> str:

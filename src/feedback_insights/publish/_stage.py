@@ -112,6 +112,7 @@ def publish(
         raise ValueError("publishing needs an IssueTracker unless dry_run")
     for draft, repo in targets:
         _file(config, warehouse, tracker, draft, repo, run)
+    run.skipped.extend(tracker.notes)  # labels left off, and why
     duplicates = mark_duplicates(warehouse, tracker, lambda draft: _ours(config, draft))
     run.duplicates = duplicates.marked
     run.errors.extend(duplicates.errors)
@@ -229,15 +230,22 @@ def _update_demand(
     inputs = draft_input(warehouse, figures)
     body = render_update(inputs, draft["accounts"], config.drafts)
     try:
-        tracker.comment_once(draft["repo"], draft["issue_number"], update_marker(draft["cluster_id"], figures["accounts"]), body)
+        comment, _ = tracker.comment_once(
+            draft["repo"], draft["issue_number"], update_marker(draft["cluster_id"], figures["accounts"]), body)
     except GitHubError as exc:
         run.errors.append(f"draft {draft['id']}: {exc}")
         return
+    newest = inputs.newest()
     with transaction(warehouse.con):
         warehouse.con.execute(
             "UPDATE drafts SET accounts = ?, reports = ?, blocking_reports = ?, updated_at = ? WHERE id = ?",
             [figures["accounts"], figures["reports"], figures["blocking_reports"], now_utc(), draft["id"]],
         )
+        if newest is not None:  # what the comment quotes, so that erasing it reaches the comment
+            warehouse.con.execute(
+                "INSERT INTO update_comments VALUES (?, ?, ?, ?, sha256(?), ?) ON CONFLICT DO NOTHING",
+                [draft["id"], comment.id, newest["collector"], newest["id"], comment.body, now_utc()],
+            )
         record_action(warehouse, draft["id"], "demand update", PIPELINE_ACTOR,
                       {"from": draft["accounts"], "to": figures["accounts"]})
     run.updates.append((draft["id"], figures["accounts"]))
