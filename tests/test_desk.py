@@ -25,7 +25,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from feedback_insights.config import Config, DeskConfig, embedded_default
-from feedback_insights.desk import MAX_SESSIONS, DeskRefused, Sessions, create_app, serve
+from feedback_insights.desk import MAX_SESSIONS, DeskRefused, Sessions, create_app, serve, server_config
 from feedback_insights.drafts import (
     ReviewError,
     draft_clusters,
@@ -62,12 +62,12 @@ def drafted_copy(clustered: Path, folder: Path) -> Path:
 
 @contextmanager
 def serving(app: FastAPI) -> Iterator[str]:
-    """``app`` served by uvicorn on 127.0.0.1 (a free port), in a thread, until the block ends;
-    yields its address."""
+    """``app`` served as ``feedback-insights desk`` serves it (its protocol and limits) on
+    127.0.0.1 (a free port), in a thread, until the block ends; yields its address."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(server_config(app, app.state.desk.config.desk))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -511,7 +511,8 @@ def test_a_flood_of_visitors_never_logs_a_reviewer_out() -> None:
     for _ in range(MAX_SESSIONS + 5):
         sessions.new()
     assert sessions.get(reviewer.id) is reviewer
-    assert sessions.get(first.id) is None
+    again = sessions.get(first.id)  # a visitor's session is its id: none to push out
+    assert again is not None and again.csrf == first.csrf and again.reviewer is None
     assert sessions.get(None) is None and sessions.get("made-up") is None
     expired = Sessions(lifetime_seconds=0.0)
     gone = expired.new(reviewer="Ana")

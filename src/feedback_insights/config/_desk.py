@@ -28,6 +28,14 @@ class DeskConfig(Strict):
         description="who decisions are recorded as without a login (default: $FEEDBACK_INSIGHTS_USER or login)",
     )
     session_hours: float = Field(12.0, gt=0, le=24 * 30, description="how long a login lasts")
+    # Slow clients: uvicorn bounds none of these by itself (core/serving.py). A browser sends a
+    # page's request at once; a desk serves a few reviewers, each with a handful of connections.
+    header_timeout: float = Field(10.0, gt=0, description="seconds to send a request line and headers, from "
+                                  "connecting (or from the next request's first byte on a kept-alive connection)")
+    body_timeout: float = Field(30.0, gt=0, description="seconds to send a form once its headers are in")
+    max_connections: int = Field(256, ge=1, description="open connections at once (lowered to what the descriptor "
+                                 "limit allows); one more closes the longest-waiting idle or unfinished one, or is "
+                                 "answered 503 when all are busy")
 
     def token(self) -> str | None:
         """The login token from the environment (None: unset or empty, no login)."""

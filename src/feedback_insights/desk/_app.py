@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from ..clusters import default_actor
 from ..config import Config
@@ -63,8 +64,8 @@ def create_app(config: Config, host: str, token: str | None, lock_wait: float = 
 
 
 async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    """Before every route: the host, the session and the login; after it, the headers and the
-    session cookie."""
+    """Before every route: the host, the session and the login; after it, the headers, and the
+    cookie of a new session or the notes of a returning visitor's (:meth:`Sessions.keep`)."""
     desk: Desk = request.app.state.desk
     if not desk.access.host_allowed(request.headers.get("host", "")):
         return _secured(HTMLResponse("This desk answers only requests for 127.0.0.1 or localhost.", status_code=421))
@@ -80,7 +81,9 @@ async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Resp
     else:
         response = await call_next(request)
     session = request.state.session
-    if found is None or session is not found:  # new, or replaced by a login or a logout
+    if found is not None and session is found:
+        desk.sessions.keep(found)
+    else:  # new, or replaced by a login or a logout
         response.set_cookie(COOKIE, session.id, max_age=int(desk.sessions.lifetime), httponly=True,
                             samesite="strict", secure=request.url.scheme == "https", path="/")
     return _secured(response)
@@ -119,6 +122,12 @@ def _handle_errors(app: FastAPI) -> None:
         if not hasattr(request.state, "session"):
             return _secured(HTMLResponse(message, status_code=exc.status_code))
         return page(request, "error.html.j2", exc.status_code, message=message, back=None)
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(request: Request, exc: ClientDisconnect) -> Response:
+        # The form never arrived whole: the server has answered 408 (its body deadline) or the
+        # client left; nobody reads this answer, and nothing was changed.
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception) -> Response:

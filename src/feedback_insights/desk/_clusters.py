@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import polars as pl
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import BeforeValidator
 
 from ..clusters import VIEWS, CorrectionError, demand
 from ..config import Config
@@ -34,7 +35,7 @@ from ._security import Posted, session_of
 
 router = APIRouter()
 
-ClusterId = Annotated[int, Path(ge=1, le=_forms.MAX_ID)]
+ClusterId = Annotated[int, BeforeValidator(_forms.path_id), Path(ge=1, le=_forms.MAX_ID)]
 #: The statuses the table filters on; "" is every live one but the ignored (as ``clusters list``).
 STATUSES = ("open", "ignored", "fixed", "wont_fix", "all")
 
@@ -53,6 +54,15 @@ _NEIGHBOURS = """
 SELECT id, polarity, label FROM clusters
 WHERE view = ? AND service IS NOT DISTINCT FROM ? AND id <> ? AND status NOT IN ('merged', 'dissolved')
 ORDER BY id
+"""
+#: The first report a form names (``collector:id``, or an id alone) that is not exactly one
+#: member of the cluster, and how many members it names.
+_NOT_OWNED = """
+SELECT r.ref, count(m.id) AS matches
+FROM (SELECT DISTINCT unnest($refs) AS ref) r
+LEFT JOIN cluster_members m ON m.cluster_id = $cluster AND r.ref IN (m.id, m.collector || ':' || m.id)
+GROUP BY r.ref HAVING count(m.id) <> 1
+ORDER BY list_position($refs, r.ref) LIMIT 1
 """
 _ACTIONS = """SELECT action, cluster_id, other_id, records, reason, actor, acted_at FROM cluster_actions
               WHERE cluster_id = ? OR other_id = ? ORDER BY id"""
@@ -127,9 +137,15 @@ def split(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
 
 @router.post("/clusters/{cluster_id}/move")
 def move(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """The ticked reports of this cluster into another: the cluster in the URL must own every
+    one (the library moves reports from anywhere, as ``clusters move`` names them)."""
     chosen, to, why = _forms.records(form), _forms.identifier(form, "to"), _forms.reason(form)
-    return _correct(request, cluster_id, lambda c, w, who, llm: move_records(c, w, chosen, to, who, why, llm),
-                    lambda _: f"moved {len(chosen)} reports into cluster {to}")
+
+    def owned_then_moved(config: Config, warehouse: Warehouse, who: str, llm: ChatClient | None) -> Correction:
+        _owned(warehouse, cluster_id, chosen)
+        return move_records(config, warehouse, chosen, to, who, why, llm)
+
+    return _correct(request, cluster_id, owned_then_moved, lambda _: f"moved {len(chosen)} reports into cluster {to}")
 
 
 @router.post("/clusters/{cluster_id}/ignore")
@@ -191,6 +207,15 @@ def _cluster(warehouse: Warehouse, cluster_id: int) -> dict[str, Any]:
     if not found:
         raise NotFound(f"no cluster {cluster_id}", back="/clusters")
     return found[0]
+
+
+def _owned(warehouse: Warehouse, cluster_id: int, refs: list[str]) -> None:
+    """Refuses (409, nothing changed) a report named that is not a member of ``cluster_id``;
+    an id alone must name one member, as the library resolves it."""
+    for ref, matches in warehouse.con.execute(_NOT_OWNED, {"cluster": cluster_id, "refs": refs}).fetchall():  # 0 or 1
+        shown = ref if len(ref) <= 80 else ref[:79] + "…"
+        why = "is ambiguous (write collector:id)" if matches else f"is not a member of cluster {cluster_id}"
+        raise CorrectionError(f"{shown} {why}: nothing was moved")
 
 
 def _rows(warehouse: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ link to this desk's own pages of their cluster and draft."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
@@ -18,6 +19,9 @@ from ._pages import gfm, page
 router = APIRouter()
 
 WeekName = Annotated[str, Path(max_length=10)]
+#: An ISO week as the desk links to it, in ASCII digits (``Week.parse`` takes any script's
+#: digits and a trailing newline).
+_WEEK = re.compile(r"[0-9]{4}-W[0-9]{2}")
 #: The HTML digest is a document of its own (styles in attributes, as email clients need, and
 #: inline SVG charts): its styles are allowed inline, and ``sandbox`` keeps it script-less and
 #: of no origin, whatever it holds.
@@ -51,10 +55,7 @@ def digest_html(request: Request, week: WeekName) -> Response:
 
 
 def _digest(request: Request, name: str) -> Digest:
-    try:
-        week = Week.parse(name)
-    except ValueError:
-        raise BadInput("week", f"expected an ISO week like 2026-W48 (got {name[:12]!r})", back="/digests") from None
+    week = _week(name)
     try:
         chosen_week(str(week))  # one that has not begun is the CLI's error, as a missing page
     except DigestError as exc:
@@ -67,6 +68,16 @@ def _digest(request: Request, name: str) -> Digest:
             return build(warehouse, week, desk.config.demand.half_life_days, desk_url=_base(request))
         except DigestError as exc:
             raise BadInput("week", str(exc), back="/digests") from None
+
+
+def _week(name: str) -> Week:
+    """``name`` as a week, written in ASCII digits."""
+    try:
+        if _WEEK.fullmatch(name):
+            return Week.parse(name)
+    except ValueError:
+        pass
+    raise BadInput("week", f"expected an ISO week like 2026-W48 (got {name[:12]!r})", back="/digests")
 
 
 def _base(request: Request) -> str | None:

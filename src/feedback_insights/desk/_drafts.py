@@ -8,6 +8,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import BeforeValidator
 
 from ..clusters import demand
 from ..config import EvidenceLinks
@@ -35,7 +36,7 @@ from ._security import Posted, session_of
 router = APIRouter()
 T = TypeVar("T")
 
-DraftId = Annotated[int, Path(ge=1, le=_forms.MAX_ID)]
+DraftId = Annotated[int, BeforeValidator(_forms.path_id), Path(ge=1, le=_forms.MAX_ID)]
 #: The longest labels field read (the library checks each label).
 LABELS_CHARS = 2000
 #: The most reports the evidence column lists (the rest are counted).

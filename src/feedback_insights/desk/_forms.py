@@ -1,17 +1,29 @@
-"""Reading query and form values, each refusal naming its field (a 400 page, never a 500)."""
+"""Reading query, path and form values, each refusal naming its field (a 400 page, never a 500).
+
+Ids are parsed strictly: the digits 0-9 and nothing else. Python's own tests are looser than
+they look (``"²".isdigit()`` is True and ``int("²")`` then fails; ``int(" 5")``, ``int("5_0")``
+and pydantic's int parsing take spaces, underscores and ``5.0``). A field given more than
+once is refused too: which of two values a form meant is not for the desk to guess.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from pydantic_core import PydanticCustomError
 from starlette.datastructures import FormData
 
 from ._errors import BadInput
 
 #: The largest id a route accepts: DuckDB's integers (a bigger one is no row, not an overflow).
 MAX_ID = 2**31 - 1
+#: An id as the desk writes it: ASCII digits, no more than MAX_ID has.
+_ID = re.compile(r"[0-9]{1,10}")
 #: The longest reason kept with a decision.
 MAX_REASON = 2000
+#: The most reports ticked at once.
+MAX_RECORDS = 10_000
 
 
 def choice(name: str, value: str | None, allowed: Iterable[str]) -> str | None:
@@ -24,9 +36,17 @@ def choice(name: str, value: str | None, allowed: Iterable[str]) -> str | None:
     return value
 
 
+def single(form: FormData, name: str) -> str:
+    """The one value of field ``name`` ("" when absent)."""
+    values = form.getlist(name)
+    if len(values) > 1:
+        raise BadInput(name, f"give one value (it was given {len(values)} times)")
+    return values[0] if values and isinstance(values[0], str) else ""
+
+
 def text(form: FormData, name: str, limit: int, required: bool = False, one_line: bool = False) -> str:
     """A text field, with the browser's CRLF line ends made LF."""
-    found = str(form.get(name) or "").replace("\r\n", "\n").replace("\r", "\n")
+    found = single(form, name).replace("\r\n", "\n").replace("\r", "\n")
     if required and not found.strip():
         raise BadInput(name, "must not be empty")
     if len(found) > limit:
@@ -47,11 +67,20 @@ def reason(form: FormData, required: bool = False) -> str | None:
 
 
 def identifier(form: FormData, name: str) -> int:
-    """A cluster's or draft's id from a form field."""
-    value = form.get(name)
-    if not isinstance(value, str) or not value.strip().isdigit() or not 0 < int(value) <= MAX_ID:
-        raise BadInput(name, "choose one (a cluster id)")
+    """A cluster's id from a form field."""
+    value = single(form, name)
+    if not _ID.fullmatch(value) or not 0 < int(value) <= MAX_ID:
+        raise BadInput(name, f"a cluster id is a number from 1 to {MAX_ID:,} in the digits 0-9 (got {value[:20]!r})")
     return int(value)
+
+
+def path_id(value: object) -> object:
+    """A path's id before pydantic reads it as an int (with ``Path(ge=1, le=MAX_ID)``): the
+    digits 0-9 only."""
+    if isinstance(value, str) and not _ID.fullmatch(value):
+        raise PydanticCustomError("ascii_id", "an id is a number from 1 to {limit} in the digits 0-9",
+                                  {"limit": f"{MAX_ID:,}"})
+    return value
 
 
 def records(form: FormData) -> list[str]:
@@ -59,6 +88,6 @@ def records(form: FormData) -> list[str]:
     chosen = [value for value in form.getlist("records") if isinstance(value, str) and value]
     if not chosen:
         raise BadInput("records", "tick at least one report")
-    if len(chosen) > 10_000:
-        raise BadInput("records", "at most 10,000 at a time")
+    if len(chosen) > MAX_RECORDS:
+        raise BadInput("records", f"at most {MAX_RECORDS:,} at a time")
     return chosen

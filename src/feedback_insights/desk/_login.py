@@ -10,6 +10,7 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from . import _forms
 from ._errors import Forbidden
 from ._pages import page
 from ._security import Posted, reviewer_name, session_of
@@ -34,8 +35,8 @@ async def login(request: Request, form: Posted) -> Response:
     desk = request.app.state.desk
     if desk.access.token is None:
         return RedirectResponse("/drafts", status_code=303)
-    name = reviewer_name(str(form.get("name") or ""))
-    if not desk.access.token_matches(str(form.get("token") or "")):
+    name = reviewer_name(_forms.single(form, "name"))
+    if not desk.access.token_matches(_forms.single(form, "token")):
         await asyncio.sleep(FAILED_LOGIN_DELAY)
         raise Forbidden("wrong token", back="/login")
     desk.sessions.drop(session_of(request))

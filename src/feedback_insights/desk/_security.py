@@ -1,9 +1,11 @@
 """Who may use the desk and how its pages defend themselves.
 
-- **Sessions** are random ids kept server-side (:class:`Sessions`), sent as an HttpOnly,
-  SameSite=Strict cookie. Every visitor gets one, logged in or not, because every form carries
-  the session's CSRF token (:func:`posted` compares it with :func:`hmac.compare_digest` and
-  answers 403 when it is missing or wrong). A login replaces the session (no fixation).
+- **Sessions** (:class:`Sessions`) are random ids sent as an HttpOnly, SameSite=Strict
+  cookie. Every visitor gets one, logged in or not, because every form carries the session's
+  CSRF token (:func:`posted` compares it with :func:`hmac.compare_digest` and answers 403 when
+  it is missing or wrong). A visitor's costs the desk no memory, so that no flood of requests
+  can push a reviewer's out; a login's is kept server-side and replaces the visitor's (no
+  fixation).
 - **Login**: with a token (``[desk] token_env``, required off the loopback address: the desk
   will not even be made without one, :meth:`Access.of`) a reviewer
   exchanges it and their name for a logged-in session; the name is who their decisions are
@@ -18,6 +20,7 @@
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -42,8 +45,8 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-#: Sessions kept at most, of visitors and of reviewers each (the oldest are dropped first):
-#: visitors cannot fill the memory.
+#: Logins kept at most (the oldest are dropped first), and visitors' notes likewise: only a
+#: holder of the token adds a login, and only a request with the desk's cookie a note.
 MAX_SESSIONS = 2000
 #: The largest form the desk reads (a draft's body is at most 60,000 characters, 5 bytes each
 #: at worst once percent-encoded) and the most fields (ticked reports) in one.
@@ -51,6 +54,8 @@ MAX_FORM_BYTES = 1_000_000
 MAX_FORM_FIELDS = 20_000
 #: The longest reviewer name a login accepts.
 MAX_NAME = 64
+#: A session id as :func:`secrets.token_urlsafe` makes them: anything else is no cookie of ours.
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 #: The shortest login token the desk accepts: a guessable one would be no lock at all.
 MIN_TOKEN = 16
@@ -73,6 +78,8 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(slots=True)
 class Session:
+    """One visitor's session as a request sees it."""
+
     id: str
     csrf: str
     created: float
@@ -83,36 +90,67 @@ class Session:
 
 
 class Sessions:
-    """Random session ids held in memory: a restart logs everyone out, which is fine for a desk.
+    """Sessions that no stranger can push out.
 
-    Visitors who have not logged in are kept apart from reviewers who have, each to
-    :data:`MAX_SESSIONS`, so that a flood of anonymous visits drops the oldest anonymous
-    sessions and never a reviewer's."""
+    Any web page can make a browser send requests to a desk on 127.0.0.1, cookieless (the
+    cookie is SameSite=Strict), and each such request is a new visitor. So a visitor's session
+    is nothing but its random id: the CSRF token of its forms is an HMAC of the id under a key
+    of this process (a restart makes open forms stale, as it logs reviewers out), and nothing
+    of it is stored. The desk keeps only
+
+    - logins, made with the token: at most :data:`MAX_SESSIONS`, the oldest dropped first, for
+      :attr:`lifetime` seconds each;
+    - a visitor's notes of its last action, until its next page shows them, and only when the
+      request came with the desk's cookie (a stranger's request never does): at most
+      :data:`MAX_SESSIONS`."""
 
     def __init__(self, lifetime_seconds: float) -> None:
         self.lifetime = lifetime_seconds
-        self._anonymous: OrderedDict[str, Session] = OrderedDict()
-        self._reviewers: OrderedDict[str, Session] = OrderedDict()
+        self._key = secrets.token_bytes(32)
+        self._logins: OrderedDict[str, Session] = OrderedDict()
+        self._notes: OrderedDict[str, list[str]] = OrderedDict()
 
     def get(self, session_id: str | None) -> Session | None:
-        key = session_id or ""
-        found = self._reviewers.get(key) or self._anonymous.get(key)
-        if found is not None and time.monotonic() - found.created > self.lifetime:
+        """The session of a request's cookie: its login, or else a visitor's with its notes;
+        None for no cookie of ours or an expired login."""
+        if not session_id or not _SESSION_ID.fullmatch(session_id):
+            return None
+        found = self._logins.get(session_id)
+        if found is None:
+            return Session(session_id, self._csrf(session_id), time.monotonic(), flash=self._notes.pop(session_id, []))
+        if time.monotonic() - found.created > self.lifetime:
             self.drop(found)
             return None
         return found
 
     def new(self, reviewer: str | None = None) -> Session:
-        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), time.monotonic(), reviewer)
-        kept = self._anonymous if reviewer is None else self._reviewers
-        kept[session.id] = session
-        while len(kept) > MAX_SESSIONS:
-            kept.popitem(last=False)
+        """A visitor's session, stored nowhere; or, for ``reviewer``, a login's."""
+        session_id = secrets.token_urlsafe(32)
+        if reviewer is None:
+            return Session(session_id, self._csrf(session_id), time.monotonic())
+        session = Session(session_id, secrets.token_urlsafe(32), time.monotonic(), reviewer)
+        self._logins[session_id] = session
+        while len(self._logins) > MAX_SESSIONS:
+            self._logins.popitem(last=False)
         return session
 
+    def keep(self, session: Session) -> None:
+        """After a request that came with ``session``'s cookie: a visitor's notes are kept for
+        its next page (a login keeps its own)."""
+        if session.id in self._logins:
+            return
+        self._notes.pop(session.id, None)
+        if session.flash:
+            self._notes[session.id] = session.flash
+            while len(self._notes) > MAX_SESSIONS:
+                self._notes.popitem(last=False)
+
     def drop(self, session: Session) -> None:
-        self._anonymous.pop(session.id, None)
-        self._reviewers.pop(session.id, None)
+        self._logins.pop(session.id, None)
+        self._notes.pop(session.id, None)
+
+    def _csrf(self, session_id: str) -> str:
+        return hmac.new(self._key, session_id.encode(), "sha256").hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +217,8 @@ async def posted(request: Request) -> FormData:
     except ValueError:
         raise BadInput("form", f"more than {MAX_FORM_FIELDS:,} fields") from None
     form = FormData([(name, value) for name, value in fields])
-    given = str(form.get("csrf") or "")
-    if not hmac.compare_digest(given.encode(), session_of(request).csrf.encode()):
+    given = form.getlist("csrf")
+    if len(given) != 1 or not hmac.compare_digest(str(given[0]).encode(), session_of(request).csrf.encode()):
         raise Forbidden("this form is out of date or was not sent by the desk (CSRF token missing or wrong): "
                         "reload the page and try again")
     return form
