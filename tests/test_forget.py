@@ -31,6 +31,16 @@ def _quoted(wh: Warehouse, draft_id: int, config: Config) -> tuple[str, str, str
     return collector, record_id, neutralise.quote(summary, config.drafts.quote_chars)
 
 
+def _tables_holding(wh: Warehouse, text: str) -> list[str]:
+    """Every table with a text, JSON or list column that holds ``text`` anywhere in a row."""
+    columns = wh.con.execute(
+        """SELECT table_name, list(column_name) FROM information_schema.columns
+           WHERE data_type IN ('VARCHAR', 'JSON', 'VARCHAR[]') AND table_schema = 'main' GROUP BY 1 ORDER BY 1""").fetchall()
+    return [table for table, names in columns if wh.con.execute(
+        f"SELECT count(*) FROM {table} WHERE " + " OR ".join(f'contains(CAST("{n}" AS VARCHAR), ?)' for n in names),
+        [text] * len(names)).fetchall()[0][0]]
+
+
 def _present(wh: Warehouse, collector: str, record_id: str) -> dict[str, int]:
     return {t: wh.con.execute(f"SELECT count(*) FROM {t} WHERE collector = ? AND id = ?",
                               [collector, record_id]).fetchall()[0][0] for t in TABLES}
@@ -60,6 +70,7 @@ def test_forgetting_a_record_reaches_every_table_and_the_filed_issue(github: Git
         target = records_to_forget(config, wh, record=record_id, collector=collector)
         run = forget(config, wh, target, "maria", "the owner asked", _tracker(config))
         left = _present(wh, collector, record_id)
+        holding = _tables_holding(wh, record_id)
         draft = wh.con.execute("SELECT body, stale FROM drafts WHERE id = ?", [first]).fetchall()[0]
         audit = wh.con.execute("SELECT * FROM erasures").fetchall()
         marks = wh.con.execute("SELECT kind FROM erasure_ledger ORDER BY 1").fetchall()
@@ -67,6 +78,7 @@ def test_forgetting_a_record_reaches_every_table_and_the_filed_issue(github: Git
                                "WHERE d.id = ?", [first]).fetchall()[0][0]
     assert target.keys == [(collector, record_id)] and run.erasure.records == 1
     assert left == dict.fromkeys(TABLES, 0)
+    assert holding == []  # not even its id, in any table (a draft's citations, a comment's quote)
     assert label != record_id  # the cluster was described again without it
     [issue] = [i for i in github.issues(repo) if i["number"] == number]
     assert quote not in issue["body"] and issue["body"] == draft[0] and draft[1] is False

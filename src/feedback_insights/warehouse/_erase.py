@@ -113,6 +113,14 @@ def _erase(con: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]], actor: s
                      AND (cited IS NULL OR list_has_any(cited, (SELECT list(key) FROM erased_keys)))
                    RETURNING id""", {"clusters": result.clusters}).fetchall()]
             result.drafts.sort()
+        # No table keeps an erased id: a draft's citations and a posted comment's quote lose it
+        # (the draft is stale already; a comment whose quote is gone is rewritten by publishing).
+        citing = con.execute("""UPDATE drafts SET stale = true, cited = list_filter(cited, lambda c: NOT list_contains(k.keys, c))
+                                FROM (SELECT list(key) AS keys FROM erased_keys) k
+                                WHERE list_has_any(cited, k.keys) RETURNING id""").fetchall()
+        result.drafts = sorted({*result.drafts, *(row[0] for row in citing)})
+        con.execute("""UPDATE update_comments u SET quoted_collector = NULL, quoted_id = NULL FROM erased_keys k
+                       WHERE u.quoted_collector = k.collector AND u.quoted_id = k.id""")
         now = now_utc()
         [(erasure_id,)] = con.execute(
             "INSERT INTO erasures (erased_at, actor, reason, records, quarantined, clusters, drafts) "
