@@ -34,7 +34,7 @@ import orjson
 import re2
 
 from ..core import MAX_DEPTH, jsontext
-from ._decoded import BASE64_RUN, NORMALISE, NORMALISE_HINT, base64_finds, may_hold_base64, normalised
+from ._decoded import NORMALISE, NORMALISE_HINT, base64_finds, may_hold_base64, normalised
 from ._gitleaks import Allowlist, RuleSet, gitleaks_rules
 from ._rules import (
     DETECTORS,
@@ -124,10 +124,10 @@ class _Prefilter:
         return _Hits([i for i in matched if i < first], rules, invisible in matched, percent in matched,
                      self.normalise in matched, base64)
 
-    def everything(self, text: str) -> _Hits:
+    def everything(self, text: str, data: bytes) -> _Hits:
         """Every rule, as if each hint had matched (the tests compare this with :meth:`hits`)."""
         return _Hits(self.every_detector, self.every_rule, bool(INVISIBLE.search(text)), bool(PERCENT.search(text)),
-                     bool(NORMALISE.search(text)), bool(BASE64_RUN.search(text)))
+                     bool(NORMALISE.search(text)), may_hold_base64(data))
 
 
 _GITLEAKS = gitleaks_rules()
@@ -175,7 +175,7 @@ def _find(text: str, prefilter: bool, views: int) -> list[Finding]:
     except UnicodeEncodeError:
         data = text.encode("utf-8", "surrogatepass")
     if not prefilter:
-        return _found(text, data, _PREFILTER.everything(text), False, views)
+        return _found(text, data, _PREFILTER.everything(text, data), False, views)
     matched = _MATCH(data)
     base64 = may_hold_base64(data)
     return _matched(text, data, matched, base64, views) if matched or base64 else []
@@ -189,7 +189,7 @@ def _matched(text: str, data: bytes, matched: list[int], base64: bool, views: in
         for index in sorted(matched):
             DETECTORS[index].find(text, found)
         if base64 and views < _MAX_VIEWS:
-            found += base64_finds(text, lambda decoded: _find(decoded, True, views + 1))
+            found += base64_finds(text, data, lambda decoded: _find(decoded, True, views + 1))
         return _without_overlaps(found, text) if found else []
     return _found(text, data, _PREFILTER.hits(matched, data, base64), True, views)
 
@@ -213,7 +213,7 @@ def _found(text: str, data: bytes, hits: _Hits, prefilter: bool, views: int) -> 
             view = normalised(text)
             found += _mapped(view, _find(view.text, prefilter, views + 1))
         if hits.base64:
-            found += base64_finds(text, lambda decoded: _find(decoded, prefilter, views + 1))
+            found += base64_finds(text, data, lambda decoded: _find(decoded, prefilter, views + 1))
     return _without_overlaps(found, text) if found else []
 
 
