@@ -135,9 +135,9 @@ def test_a_server_fault_answers_503_and_logs_one_line_without_a_traceback_or_con
 # -- slow clients ---------------------------------------------------------------------------
 
 
-def stalled(server: RunningCollector, count: int, sent: bytes) -> list[socket.socket]:
-    """``count`` connections that send ``sent`` and then nothing more."""
-    address = httpx.URL(server.url)
+def stalled(url: str, count: int, sent: bytes) -> list[socket.socket]:
+    """``count`` connections to the server at ``url`` that send ``sent`` and then nothing more."""
+    address = httpx.URL(url)
     sockets = []
     for _ in range(count):
         sock = socket.create_connection((address.host, address.port), timeout=5)
@@ -168,8 +168,8 @@ def test_stalled_headers_are_closed_within_the_header_timeout_and_real_requests_
         tmp_path: Path) -> None:
     with running_collector(tmp_path, header_timeout=1.0) as server:
         opened = time.monotonic()
-        sockets = stalled(server, 60, b"POST /feedback HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
-        sockets += stalled(server, 20, b"")  # connected, nothing sent
+        sockets = stalled(server.url, 60, b"POST /feedback HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+        sockets += stalled(server.url, 20, b"")  # connected, nothing sent
         started = time.monotonic()
         answer = post(server, "/feedback", SUBMISSION)
         assert answer.status_code == 202 and time.monotonic() - started < 2
@@ -183,7 +183,7 @@ def test_stalled_headers_are_closed_within_the_header_timeout_and_real_requests_
 
 def test_headers_trickled_byte_by_byte_are_cut_off_at_the_header_timeout(tmp_path: Path) -> None:
     with running_collector(tmp_path, header_timeout=1.0) as server:
-        (sock,) = stalled(server, 1, b"GET /v1/known-issues HTTP/1.1\r\n")
+        (sock,) = stalled(server.url, 1, b"GET /v1/known-issues HTTP/1.1\r\n")
         opened, closed = time.monotonic(), False
         while time.monotonic() - opened < 4:
             try:
@@ -208,7 +208,7 @@ def test_headers_trickled_byte_by_byte_are_cut_off_at_the_header_timeout(tmp_pat
 def test_a_stalled_body_is_closed_within_the_body_timeout(tmp_path: Path) -> None:
     with running_collector(tmp_path, body_timeout=1.0) as server:
         head = b"POST /feedback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
-        (sock,) = stalled(server, 1, head + b'{"type": "bug"')
+        (sock,) = stalled(server.url, 1, head + b'{"type": "bug"')
         answer = read_until_closed(sock, time.monotonic() + 3.0)
         assert answer is not None and answer.startswith(b"HTTP/1.1 408 ")
         sock.close()
@@ -217,9 +217,9 @@ def test_a_stalled_body_is_closed_within_the_body_timeout(tmp_path: Path) -> Non
 
 def test_over_the_connection_limit_the_longest_stalled_connection_makes_room(tmp_path: Path) -> None:
     with running_collector(tmp_path, max_connections=8, header_timeout=30.0) as server:
-        oldest = stalled(server, 1, b"GET / HTTP/1.1\r\n")
+        oldest = stalled(server.url, 1, b"GET / HTTP/1.1\r\n")
         time.sleep(0.05)
-        sockets = stalled(server, 7, b"GET / HTTP/1.1\r\n")
+        sockets = stalled(server.url, 7, b"GET / HTTP/1.1\r\n")
         started = time.monotonic()
         assert post(server, "/feedback", SUBMISSION).status_code == 202  # long before any timeout
         assert time.monotonic() - started < 2
@@ -233,9 +233,9 @@ def test_over_the_connection_limit_the_longest_stalled_connection_makes_room(tmp
 def test_over_the_connection_limit_with_every_connection_busy_a_new_one_gets_503(tmp_path: Path) -> None:
     head = b"POST /feedback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"
     with running_collector(tmp_path, max_connections=4, body_timeout=30.0) as server:
-        sockets = stalled(server, 4, head)  # each sending its body: busy, not to be cut off
+        sockets = stalled(server.url, 4, head)  # each sending its body: busy, not to be cut off
         time.sleep(0.1)
-        (extra,) = stalled(server, 1, b"")
+        (extra,) = stalled(server.url, 1, b"")
         refused = read_until_closed(extra, time.monotonic() + 1)
         assert refused is not None and refused.startswith(b"HTTP/1.1 503 ")
         head_lines, _, body = refused.partition(b"\r\n\r\n")
@@ -248,7 +248,7 @@ def test_over_the_connection_limit_with_every_connection_busy_a_new_one_gets_503
 
 def test_request_headers_are_limited_in_size(tmp_path: Path) -> None:
     with running_collector(tmp_path) as server:
-        (sock,) = stalled(server, 1, b"GET /v1/known-issues HTTP/1.1\r\n")
+        (sock,) = stalled(server.url, 1, b"GET /v1/known-issues HTTP/1.1\r\n")
         try:
             for _ in range(200):  # 200 KiB of headers, and never an end to them
                 sock.sendall(b"X-Pad: " + b"a" * 1017 + b"\r\n")
@@ -261,7 +261,7 @@ def test_request_headers_are_limited_in_size(tmp_path: Path) -> None:
 
 def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(tmp_path: Path) -> None:
     with running_collector(tmp_path, keep_alive_timeout=1) as server:
-        (sock,) = stalled(server, 1, b"GET /.well-known/agent-feedback HTTP/1.1\r\nHost: x\r\n\r\n")
+        (sock,) = stalled(server.url, 1, b"GET /.well-known/agent-feedback HTTP/1.1\r\nHost: x\r\n\r\n")
         sock.settimeout(2)
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
         started = time.monotonic()
@@ -270,7 +270,7 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(tm
 
 
 def test_bytes_that_are_not_http_are_answered_400_in_the_afp_shape(server: RunningCollector) -> None:
-    (sock,) = stalled(server, 1, b"NOT HTTP AT ALL\r\n\r\n")
+    (sock,) = stalled(server.url, 1, b"NOT HTTP AT ALL\r\n\r\n")
     answer = read_until_closed(sock, time.monotonic() + 2)
     sock.close()
     assert answer is not None and answer.startswith(b"HTTP/1.1 400 ")
@@ -281,7 +281,7 @@ def test_bytes_that_are_not_http_are_answered_400_in_the_afp_shape(server: Runni
 def test_a_connection_answered_before_its_body_arrived_is_closed_once_idle(tmp_path: Path) -> None:
     with running_collector(tmp_path, keep_alive_timeout=1) as server:
         head = b"POST /feedback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20000\r\n\r\n"
-        (sock,) = stalled(server, 1, head)  # over the limit: 413 at once, before the body
+        (sock,) = stalled(server.url, 1, head)  # over the limit: 413 at once, before the body
         sock.settimeout(2)
         assert sock.recv(65536).startswith(b"HTTP/1.1 413 ")
         sock.sendall(b" " * 20000)  # the body the client was sending anyway

@@ -29,6 +29,7 @@ from fastapi.testclient import TestClient
 from feedback_insights.desk import create_app
 from feedback_insights.warehouse import Warehouse
 
+from .test_collector_hostile import read_until_closed, stalled
 from .test_desk import (
     BASE,
     _desk_folder,
@@ -220,34 +221,6 @@ def slow(shared: Path) -> Iterator[str]:
     config = desk_config(shared, header_timeout=1.0, body_timeout=1.0, max_connections=8)
     with serving(create_app(config, "127.0.0.1", None)) as url:
         yield url
-
-
-def stalled(url: str, count: int, sent: bytes) -> list[socket.socket]:
-    """``count`` connections that send ``sent`` and then nothing more."""
-    address = httpx.URL(url)
-    sockets = []
-    for _ in range(count):
-        sock = socket.create_connection((address.host, address.port), timeout=5)
-        sock.sendall(sent)
-        sockets.append(sock)
-    return sockets
-
-
-def read_until_closed(sock: socket.socket, deadline: float) -> bytes | None:
-    """What the desk sent before it closed the connection, or None if still open at ``deadline``."""
-    received = b""
-    while (left := deadline - time.monotonic()) > 0:
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            return None
-        except ConnectionResetError:
-            return received
-        if not chunk:
-            return received
-        received += chunk
-    return None
 
 
 @contextmanager

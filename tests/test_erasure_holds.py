@@ -51,6 +51,13 @@ def _config(tmp_path: Path, *sources: Any) -> Config:
                   sources=list(sources) or [drop])
 
 
+def _sql_source(tmp_path: Path, rows: int) -> tuple[Path, Config]:
+    """An in-session table of ``rows`` rows, and a configuration that reads it."""
+    db = tmp_path / "app.sqlite"
+    _table(db, rows)
+    return db, _config(tmp_path, SqlTableConfig(kind="sql", name="console", path=db, service="pags"))
+
+
 def _ids(wh: Warehouse) -> list[str]:
     return [i for (i,) in wh.con.execute("SELECT id FROM records ORDER BY id").fetchall()]
 
@@ -72,9 +79,7 @@ def test_records_forgotten_from_a_drop_are_not_stored_again_when_the_file_grows(
 
 
 def test_a_row_forgotten_from_an_sql_source_is_not_read_back_by_the_look_back(tmp_path: Path) -> None:
-    db = tmp_path / "app.sqlite"
-    _table(db, 3)
-    config = _config(tmp_path, SqlTableConfig(kind="sql", name="console", path=db, service="pags"))
+    db, config = _sql_source(tmp_path, 3)
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)
         forget(config, wh, records_to_forget(config, wh, record="row-2"), "dpo", "asked")
@@ -116,9 +121,7 @@ def test_erased_text_leaves_the_warehouse_file(tmp_path: Path) -> None:
 
 
 def test_a_row_deleted_at_its_source_leaves_the_warehouse_file(tmp_path: Path) -> None:
-    db = tmp_path / "app.sqlite"
-    _table(db, 3)
-    config = _config(tmp_path, SqlTableConfig(kind="sql", name="console", path=db, service="pags"))
+    db, config = _sql_source(tmp_path, 3)
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)
         wh.checkpoint()
@@ -192,14 +195,12 @@ def test_a_record_is_addressed_by_its_collector_and_its_id_as_stored(tmp_path: P
 
 
 def test_a_sql_row_id_that_was_hashed_at_ingest_is_found_by_the_id_its_source_has(tmp_path: Path) -> None:
-    db = tmp_path / "app.sqlite"
-    _table(db, 1)
+    db, config = _sql_source(tmp_path, 1)
     secret_id = "maria.lopez@example.com"
     con = sqlite3.connect(db)
     con.execute("UPDATE agent_feedback SET id = ?", [secret_id])
     con.commit()
     con.close()
-    config = _config(tmp_path, SqlTableConfig(kind="sql", name="console", path=db, service="pags"))
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)
         [(stored,)] = wh.con.execute("SELECT id FROM records").fetchall()

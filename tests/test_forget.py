@@ -169,3 +169,26 @@ def test_an_account_is_found_by_the_form_its_source_sends(clustered_sample: Path
         by_pseudonym = records_to_forget(config, wh, account=pseudonym)
         stored = wh.con.execute("SELECT collector, id FROM records WHERE account = ? ORDER BY 1, 2", [pseudonym]).fetchall()
     assert by_raw.keys == by_pseudonym.keys == [tuple(row) for row in stored] and stored
+
+
+def test_a_report_quoted_only_after_an_earlier_erasure_is_found_when_it_is_forgotten(github: GitHubFake, filed) -> None:  # noqa: F811
+    config, (first, _) = filed
+    with Warehouse(config.warehouse.path) as wh:
+        collector, record_id, _ = _quoted(wh, first, config)
+        (before,) = wh.con.execute("SELECT cited FROM drafts WHERE id = ?", [first]).fetchall()[0]
+        forget(config, wh, records_to_forget(config, wh, record=record_id, collector=collector), "maria", "asked",
+               _tracker(config))
+        repo, number, url, after = wh.con.execute(
+            "SELECT repo, issue_number, issue_url, cited FROM drafts WHERE id = ?", [first]).fetchall()[0]
+        # The body was rendered again: another report took the erased one's place among the quotes.
+        newcomer = next(key for key in after if key not in before)
+        other_collector, other_id = newcomer.split(":", 1)
+        (summary,) = wh.con.execute("SELECT summary FROM records WHERE collector = ? AND id = ?",
+                                    [other_collector, other_id]).fetchall()[0]
+        quote = neutralise.quote(summary, config.drafts.quote_chars)
+        [issue] = [i for i in github.issues(repo) if i["number"] == number]
+        assert quote in issue["body"]
+        run = forget(config, wh, records_to_forget(config, wh, record=other_id, collector=other_collector), "maria",
+                     "asked", _tracker(config))
+    [issue] = [i for i in github.issues(repo) if i["number"] == number]
+    assert run.bodies.rewritten == [url] and quote not in issue["body"]

@@ -182,7 +182,8 @@ def resync_erased(config: Config, warehouse: Warehouse, tracker: IssueTracker) -
             continue
         try:
             current = tracker.body(draft["repo"], draft["issue_number"])
-            body = _without_erased(config, warehouse, draft, figures.get(draft["cluster_id"]))
+            body, quoted = _without_erased(config, warehouse, draft, figures.get(draft["cluster_id"]))
+            cited: list[str] | None = quoted
             if _sha256(current) != (draft["filed_body_sha256"] or _sha256(draft["body"])):
                 # A maintainer edited it since: their text stays, only the erased quote goes.
                 edited = _drop_quotes(current, draft["body"], body)
@@ -191,12 +192,12 @@ def resync_erased(config: Config, warehouse: Warehouse, tracker: IssueTracker) -
                     result.to_check.append(f"{where} was edited on GitHub since it was filed and no longer quotes "
                                            "the erased report verbatim: check it by hand")
                     continue
-                body = edited
+                body, cited = edited, None  # its quotes are the filed body's, less the erased ones
             tracker.replace_body(draft["repo"], draft["issue_number"], body)
         except GitHubError as exc:
             result.errors.append(f"draft {draft['id']}: the erased report is still in {where}: {exc}")
             continue
-        _settle(warehouse, draft, "body rewritten after an erasure", body)
+        _settle(warehouse, draft, "body rewritten after an erasure", body, cited)
         result.rewritten.append(where)
     _resync_update_comments(warehouse, tracker, result)
     return result
@@ -250,10 +251,14 @@ def _without_quote(comment: str) -> str:
     return f"{figures}\n\n{ERASED_QUOTE}\n"
 
 
-def _without_erased(config: Config, warehouse: Warehouse, draft: dict[str, Any], figures: dict[str, Any] | None) -> str:
+def _without_erased(config: Config, warehouse: Warehouse, draft: dict[str, Any],
+                    figures: dict[str, Any] | None) -> tuple[str, list[str]]:
+    """The body without the erased records, and ``collector:id`` of the records it now quotes
+    (a report quoted only now must find this issue when it is erased in turn)."""
     if figures is None:  # every report of the cluster was erased
-        return render_emptied(draft["cluster_id"])
-    return render_body(draft_input(warehouse, figures), config.drafts)
+        return render_emptied(draft["cluster_id"]), []
+    inputs = draft_input(warehouse, figures)
+    return render_body(inputs, config.drafts), [f"{c}:{i}" for c, i in inputs.cited(config.drafts)]
 
 
 def _drop_quotes(current: str, filed: str, rerendered: str) -> str | None:
@@ -276,14 +281,15 @@ def _drop_quotes(current: str, filed: str, rerendered: str) -> str | None:
     return "\n".join(out)
 
 
-def _settle(warehouse: Warehouse, draft: dict[str, Any], action: str, body: str | None) -> None:
+def _settle(warehouse: Warehouse, draft: dict[str, Any], action: str, body: str | None,
+            cited: list[str] | None = None) -> None:
     with transaction(warehouse.con):
         if body is None:
             warehouse.con.execute("UPDATE drafts SET stale = false, updated_at = ? WHERE id = ?", [now_utc(), draft["id"]])
         else:
             warehouse.con.execute(
-                "UPDATE drafts SET body = ?, filed_body_sha256 = ?, stale = false, updated_at = ? WHERE id = ?",
-                [body, _sha256(body), now_utc(), draft["id"]])
+                "UPDATE drafts SET body = ?, filed_body_sha256 = ?, cited = coalesce(?, cited), stale = false, "
+                "updated_at = ? WHERE id = ?", [body, _sha256(body), cited, now_utc(), draft["id"]])
         record_action(warehouse, draft["id"], action, PIPELINE_ACTOR)
 
 
