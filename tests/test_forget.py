@@ -192,3 +192,22 @@ def test_a_report_quoted_only_after_an_earlier_erasure_is_found_when_it_is_forgo
                      "asked", _tracker(config))
     [issue] = [i for i in github.issues(repo) if i["number"] == number]
     assert run.bodies.rewritten == [url] and quote not in issue["body"]
+
+
+def test_forget_writes_the_digests_on_disk_again_without_the_report(clustered_sample: Path, tmp_path: Path) -> None:
+    path = sample_copy(clustered_sample, tmp_path)
+    (tmp_path / "feedback-insights.toml").write_text(
+        f'[warehouse]\npath = "{path.name}"\n[privacy]\nhmac_key = "feedback-insights-embedded-sample"\n')
+    assert run_cli("digest", "--week", "2026-W48", "--no-send", cwd=tmp_path).returncode == 0
+    digests = sorted((tmp_path / "digests").iterdir())
+    with Warehouse(path) as wh:
+        rows = wh.con.execute("SELECT collector, id, summary FROM records WHERE length(summary) > 40 ORDER BY id").fetchall()
+    # A report the digest quotes (its cluster's representative), by a stretch of its own words.
+    collector, record_id, words = next((c, i, s[5:35]) for c, i, s in rows if words_in(s[5:35], digests))
+    done = run_cli("forget", "--collector", collector, "--record", record_id, "--reason", "asked", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("wrote 2 digest files again"), done.stderr
+    assert not words_in(words, digests) and sorted((tmp_path / "digests").iterdir()) == digests
+
+
+def words_in(words: str, paths: list[Path]) -> bool:
+    return any(words in p.read_text(encoding="utf-8") for p in paths)

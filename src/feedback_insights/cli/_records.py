@@ -8,7 +8,19 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ._app import ByOption, ConfigOption, UserError, actor, app, err, example, load_config, open_warehouse, out
+from ._app import (
+    ByOption,
+    ConfigOption,
+    UserError,
+    actor,
+    app,
+    err,
+    example,
+    load_config,
+    open_warehouse,
+    out,
+    warehouse_turn,
+)
 
 records_app = typer.Typer(
     help="Stored records: canonical fields, current status, cluster.",
@@ -64,6 +76,7 @@ def forget(
     sent them and the warehouse file's bytes, for good (no source stores them again); redraft
     the drafts that quoted them and, when GitHub is configured, rewrite the filed issues and
     comments that still quote them."""
+    from ..digest import many, rewrite_digests
     from ..publish import AmbiguousRecord, IssueTracker, records_to_forget
     from ..publish import forget as forget_records
 
@@ -87,7 +100,10 @@ def forget(
     finally:
         if tracker is not None:
             tracker.close()
-    out.print(f"[bold]forget[/]: {run.line()}", highlight=False)
+    with warehouse_turn(cfg):  # a digest quotes reports: those on disk are written again without them
+        digests = rewrite_digests(cfg)
+    out.print(f"[bold]forget[/]: {run.line()}" + (f", wrote {many(len(digests), 'digest file')} again" if digests else ""),
+              highlight=False)
     for line in run.bodies.to_check:
         err.print(f"[yellow]check by hand[/] {escape(line)}", highlight=False)
     for line in run.bodies.errors + run.collector_errors:

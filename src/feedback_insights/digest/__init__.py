@@ -8,7 +8,7 @@ from ._charts import AttachedCharts, InlineCharts, bars, sparkline, text_sparkli
 from ._content import SPARK_WEEKS, TOP, Digest, DigestError, Week, build, reports_in, safe_url, status, theme_name
 from ._email import email_digest, message, send
 from ._render import FORMATS, WEBHOOK_FORMATS, many, post, render, render_email, webhook_text, write
-from ._write import Sent, Written, chosen_week, send_digest, write_digest
+from ._write import Sent, Written, chosen_week, rewrite_digests, send_digest, write_digest
 
 __all__ = [
     "FORMATS",
@@ -32,6 +32,7 @@ __all__ = [
     "render",
     "render_email",
     "reports_in",
+    "rewrite_digests",
     "safe_url",
     "send",
     "send_digest",

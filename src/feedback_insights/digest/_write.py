@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -115,6 +116,31 @@ def write_digest(
         waiting = reports_in(warehouse, current, source) if digest.empty and week is None and current != chosen else 0
     paths = write(digest, folder or settings.folder, kinds or FORMATS, source)
     return Written(chosen, paths, digest, digest.headline["reports"], current, waiting)
+
+
+#: A digest file as :func:`write` names it: its week, its source (if one), its format.
+_WRITTEN = re.compile(r"digest-([0-9]{4}-W[0-9]{2})(?:-([A-Za-z0-9_.-]+))?\.(html|md)")
+
+
+def rewrite_digests(config: Config) -> list[Path]:
+    """Write again every digest already in ``[digest] folder``, from what the warehouse holds
+    now, and send none: after an erasure, no digest on disk keeps a word of an erased report
+    (a digest quotes its clusters' representative reports). Copies already posted or mailed
+    are other people's; a digest written with ``--out`` elsewhere is the user's own copy. Call
+    it on the warehouse's turn."""
+    folder = config.digest.folder
+    found: dict[tuple[str, str | None], list[str]] = {}
+    for path in sorted(folder.glob("digest-*")) if folder.is_dir() else ():
+        if path.is_file() and (named := _WRITTEN.fullmatch(path.name)):
+            week, source, kind = named.groups()
+            found.setdefault((week, source), []).append(kind)
+    paths: list[Path] = []
+    for (week, source), kinds in found.items():
+        try:
+            paths += write_digest(config, week, tuple(kinds), folder, source, send=False).paths
+        except DigestError:  # named like a digest, but not one of ours (a week to come, a source we have not)
+            continue
+    return paths
 
 
 def send_digest(config: Config, digest: Digest, turn: Turn | None = None, resend: bool = False) -> Sent:
