@@ -3,6 +3,7 @@ collector on 127.0.0.1, the real pipeline pulling from it, no mocks."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import subprocess
@@ -404,6 +405,109 @@ def test_known_issues_drop_a_deleted_record_id(server: RunningCollector) -> None
     assert delete(server, "fb_a").status_code == 204
     (listed,) = httpx.get(server.url + "/v1/known-issues", headers=PIPE).json()["known_issues"]
     assert listed["match"]["record_ids"] == ["fb_elsewhere"]
+
+
+# -- what the pipeline erased is not stored again ---------------------------------------------
+
+ERASED_TEXT = "No hiring-role filter. " * 150 + MARKER
+
+
+def erased_marks(db: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT kind, mark FROM erased ORDER BY kind, mark").fetchall()
+    con.close()
+    return rows
+
+
+def test_a_report_the_pipeline_erased_is_not_stored_again_and_no_byte_of_it_reaches_the_file(
+        server: RunningCollector) -> None:
+    """``forget`` deletes with the pipeline's key; the service still holds the record and sends it
+    again. It is refused (rejected, code erased), under its id or a new one from the same account,
+    and nothing of it is written: not in the database, its log or the log's index. The same text
+    from another account is another person's report, and is stored."""
+    erased = record("fb_erased", session_id="s-erased", message=ERASED_TEXT)
+    forward(server, erased, *(record(f"fb_kept_{i}", session_id=f"s-kept-{i}", message=f"Slow {KEPT} search")
+                              for i in range(5)))
+    assert wait_for(lambda: MARKER.encode() in server.db.read_bytes())
+    assert delete(server, "fb_erased", PIPE).status_code == 204
+    assert wait_for(lambda: MARKER.encode() not in file_bytes(server.db))
+
+    again = forward(server, erased, {**erased, "id": "fb_erased_new_id"}, record("fb_fresh", session_id="s-fresh"))
+    for answer, record_id in zip(again[:2], ("fb_erased", "fb_erased_new_id"), strict=True):
+        assert answer["id"] == record_id and answer["status"] == "rejected"
+        assert answer["error"]["code"] == "erased" and "erased at its owner's request" in answer["error"]["message"]
+        assert "known_issue" not in answer
+    assert again[2] == {"id": "fb_fresh", "status": "accepted"}
+    # Straight after the answer and after the checkpointer's next turns alike.
+    assert MARKER.encode() not in file_bytes(server.db)
+    time.sleep(2.5)
+    assert set(store_files(server.db)) >= {"collector.sqlite", "collector.sqlite-wal", "collector.sqlite-shm"}
+    for name, content in store_files(server.db).items():
+        assert MARKER.encode() not in content, name
+    assert KEPT.encode() in file_bytes(server.db)
+    stored = [r["id"] for page in pages(server, 100) for r in page["records"]]
+    assert "fb_erased" not in stored and "fb_erased_new_id" not in stored and "fb_fresh" in stored
+
+    # Another account's report with the same text, under another id: stored.
+    theirs = record("fb_same_text_other_account", account="acct_svc_2", session_id="s-erased", message=ERASED_TEXT)
+    assert forward(server, theirs) == [{"id": "fb_same_text_other_account", "status": "accepted"}]
+    assert wait_for(lambda: MARKER.encode() in file_bytes(server.db))
+
+
+def test_only_the_pipeline_s_erasure_is_remembered_a_service_may_send_its_own_deleted_record_again(
+        server: RunningCollector) -> None:
+    """A service deleting its own record (its ingest key) may send it again: it is stored anew.
+    What the pipeline's key deleted (an erasure at a person's request) is not."""
+    own = record("fb_own", session_id="s-own", message="Own deletion, sent again")
+    forward(server, own)
+    assert delete(server, "fb_own").status_code == 204
+    assert forward(server, own) == [{"id": "fb_own", "status": "accepted"}]
+    assert erased_marks(server.db) == []
+
+    assert delete(server, "fb_own", PIPE).status_code == 204
+    assert forward(server, own)[0]["status"] == "rejected"
+    assert server.collector.store.count() == 0
+
+
+def test_an_agent_s_report_erased_by_the_pipeline_is_refused_when_the_agent_sends_it_again(
+        server: RunningCollector) -> None:
+    """The agents' doors mint a new id for every report, so only the content mark can match: the
+    same account sending the same report again is told it was erased (409, code erased), over
+    HTTP and over MCP alike; the same report from another account (here anonymous) is stored."""
+    report = {**SUBMISSION, "session_id": "s-agent-erased", "message": ERASED_TEXT}
+    first = post(server, "/feedback", report, **AGENT)
+    assert first.status_code == 202
+    assert delete(server, first.json()["id"], PIPE).status_code == 204
+    assert wait_for(lambda: MARKER.encode() not in file_bytes(server.db))
+
+    refused = post(server, "/feedback", report, **AGENT)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["code"] == "erased"
+    assert refused.headers["link"] == '</feedback>; rel="agent-feedback"'
+    time.sleep(1.5)
+    assert MARKER.encode() not in file_bytes(server.db) and server.collector.store.count() == 0
+
+    assert post(server, "/feedback", report).status_code == 202  # anonymous: another account
+    assert server.collector.store.count() == 1
+
+
+def test_the_erasure_marks_are_keyed_hmacs_of_id_and_of_account_and_content(server: RunningCollector) -> None:
+    """The ledger holds no id, account or text, nor a plain hash of one that could be reversed
+    by trying short ids: HMAC-SHA256 with the collector's pseudonymisation key, one mark of the
+    id and one of the account and content, for the report and each of its retries."""
+    forward(server, record("fb_marked", session_id="s-marked"), record("fb_marked_retry", session_id="s-marked"))
+    assert delete(server, "fb_marked", PIPE).status_code == 204
+    marks = erased_marks(server.db)
+    assert [kind for kind, _ in marks] == ["content", "id", "id"]  # the retry's content is the same
+    plain = {hashlib.sha256(value.encode()).hexdigest() for value in ("fb_marked", "fb_marked_retry")}
+    for _, mark in marks:
+        assert len(mark) == 64 and int(mark, 16) >= 0 and mark not in plain
+    with sqlite3.connect(server.db) as con:
+        dump = "\n".join(con.iterdump())
+    con.close()
+    erased_rows = [line for line in dump.splitlines() if line.startswith('INSERT INTO "erased"')]
+    assert len(erased_rows) == 3
+    assert not any(word in line for line in erased_rows for word in ("fb_marked", "acct_", "hiring", HMAC_KEY))
 
 
 # -- retries are rows -------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from ._llms import llms_txt
 from ._submission import submit
 
 FEEDBACK_TYPES = list(afp.TYPE_MAP)
-AGENT_ERRORS = (400, 401, 413, 415, 429, 503)
+#: 409: the same account's report the pipeline erased (``forget``), sent again: not stored.
+AGENT_ERRORS = (400, 401, 409, 413, 415, 429, 503)
 
 
 def router(collector: Collector) -> APIRouter:
@@ -61,7 +62,8 @@ def router(collector: Collector) -> APIRouter:
     sep = {"oneOf": [openapi.schema("sep2369.schema.json"), openapi.schema("sep2369-envelope.schema.json")]}
     mcp_answers = openapi.answers({202: ("Accepted", ack), 200: ("JSON-RPC result", openapi.JSONRPC_RESULT)}, AGENT_ERRORS,
                                   config.max_bytes)
-    mcp_answers[400]["content"]["application/json"]["schema"] = {"anyOf": [openapi.ERROR, openapi.JSONRPC_ERROR]}
+    for status in (400, 409):  # a JSON-RPC envelope is answered in JSON-RPC
+        mcp_answers[status]["content"]["application/json"]["schema"] = {"anyOf": [openapi.ERROR, openapi.JSONRPC_ERROR]}
 
     @routes.post("/api/mcp/feedback", status_code=202, responses=mcp_answers,
                  openapi_extra=openapi.json_body(sep, config.max_bytes))

@@ -15,7 +15,10 @@ from ..privacy import Pseudonymiser, Redactor
 from ._http import error, now_iso
 from ._matching import KnownIssues
 from ._rate_limit import RateLimiter
-from ._store import Store
+from ._store import Marks, Store
+
+#: What a refused re-send is told, wherever it arrives.
+ERASED_MESSAGE = "this report was erased at its owner's request and is not stored again"
 
 
 def _too_many(wait: int, message: str) -> Response | None:
@@ -74,22 +77,38 @@ class Collector:
         429 once the address is over it."""
         return _too_many(self.per_ip.wait(ip, time.monotonic()), "Too many failed authentications") or refusal
 
-    def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None]:
+    def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None] | None:
         """Scrub, store and match an agent's report in the collector envelope: its id (the first
         report's, for a retry, which is stored as a row of its own), whether it is a new report,
-        and the known issue it belongs to."""
+        and the known issue it belongs to; None when the pipeline erased it before (not stored)."""
         return self.accept_batch([(envelope, module)], owner=None)[0]
 
     def accept_batch(self, envelopes: list[tuple[dict[str, Any], str]],
-                     owner: str | None) -> list[tuple[str, bool, dict[str, Any] | None]]:
+                     owner: str | None) -> list[tuple[str, bool, dict[str, Any] | None] | None]:
         """:meth:`accept` for records in the collector envelope with their dialects, stored in one
         transaction as ``owner``'s (the hash of the ingest key that forwarded them); raises
-        :class:`~._store.Conflict` (nothing stored) for an id already stored with other content."""
+        :class:`~._store.Conflict` (nothing stored) for an id already stored with other content.
+        A record the pipeline erased before (its id, or its account's same content) is not
+        stored: None in its place."""
         prepared = [(module, *self._scrubbed(envelope, module)) for envelope, module in envelopes]
         stored = self.store.add_batch([(record, retry_key(module, record, canonical))
-                                       for module, record, canonical in prepared], owner)
-        return [(record_id, created, self._known(module, record, canonical, record_id))
-                for (module, record, canonical), (record_id, created) in zip(prepared, stored, strict=True)]
+                                       for module, record, canonical in prepared], owner,
+                                      [self.erasure_marks(record) for _, record, _ in prepared])
+        return [None if answer is None else (answer[0], answer[1], self._known(module, record, canonical, answer[0]))
+                for (module, record, canonical), answer in zip(prepared, stored, strict=True)]
+
+    def erasure_marks(self, stored: dict[str, Any]) -> Marks:
+        """The erasure ledger's marks of a record as stored (scrubbed, its account a pseudonym):
+        keyed HMACs of its id, and of its account with the content hash of the body inside it
+        (the warehouse ledger's idea: the same text from another account is another person's
+        report; no account is an account of its own). Never the values themselves."""
+        marks = [("id", self.pseudonymise.erasure_mark("id", stored["id"]))]
+        if isinstance(stored.get("feedback"), dict):
+            account = stored.get("account")
+            digest = content_hash(stored["feedback"])
+            marks.append(("content", self.pseudonymise.erasure_mark(
+                "content", account if isinstance(account, str) else None, digest)))
+        return marks
 
     def _scrubbed(self, envelope: dict[str, Any], module: str) -> tuple[dict[str, Any], list[CanonicalRecord]]:
         """The record as it is stored (scrubbed, its account pseudonymised) and as it reads,
@@ -108,8 +127,9 @@ class Collector:
     def delete(self, record_id: str, by: str | None) -> bool:
         """Delete a record and those of its retries ``by`` may delete (an ingest key's hash: what
         it forwarded; None, the pipeline: any), with tombstones in the pull feed; False: no such
-        record, or not ``by``'s."""
-        if not self.store.delete(record_id, now_iso(), by):
+        record, or not ``by``'s. The pipeline's deletion is an erasure: the ledger keeps the marks
+        of what it removed, and none of it is stored again."""
+        if not self.store.delete(record_id, now_iso(), by, self.erasure_marks):
             return False
         self.reload_known_issues()  # they no longer list the deleted ids
         return True

@@ -37,7 +37,8 @@ _ERRORS = {
     400: "Invalid body: AFP error shape, details[].path names each field",
     401: "Missing or unknown key",
     404: "No such resource (or, for a record, not one this key may delete)",
-    409: "A record id already stored with other content: both content hashes named, nothing of the batch stored",
+    409: ("A record id already stored with other content: both content hashes named, nothing of the batch stored; "
+          "or (an agent's report) one erased at its owner's request, code erased, not stored again"),
     413: "Body over the size limit",
     415: "Content-Type is not application/json or application/*+json",
     429: "Rate limited (failed authentications count too); Retry-After says when to try again",

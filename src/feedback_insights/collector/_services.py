@@ -17,7 +17,7 @@ from ..core import Problem, SchemaSet, schemas_dir
 from ..ingest import dialects
 from . import _openapi as openapi
 from ._auth import requires_key
-from ._collector import Collector
+from ._collector import ERASED_MESSAGE, Collector
 from ._http import RECORD_ID_PATTERN, RECORD_ID_RULE, StoredId, error, invalid, json_response, read_json, too_deep
 from ._store import Conflict
 
@@ -66,6 +66,12 @@ def _rejected(record: dict[str, Any], problems: list[Problem]) -> dict[str, Any]
     return {"id": record_id if isinstance(record_id, str) else None, "status": "rejected", "error": failure}
 
 
+def _erased(record_id: str) -> dict[str, Any]:
+    """A record the pipeline erased (``forget``), sent again: rejected, as AFP §5.1 rejects a
+    record it will not store, with its own code; nothing of it is written."""
+    return {"id": record_id, "status": "rejected", "error": {"code": "erased", "message": ERASED_MESSAGE}}
+
+
 def _conflict(conflict: Conflict, position: int) -> Response:
     """409 for an id already stored (or earlier in the batch) with other content, naming both
     content hashes: the sender reused an id, which must stop it rather than lose the report."""
@@ -92,7 +98,8 @@ def router(collector: Collector) -> APIRouter:
         """AFP §5.1: a service forwards 1 to 100 records with its ingest key; each gets
         accepted, duplicate or rejected, with the known issue it belongs to. The records are
         stored in one transaction, as the key's: an id already stored with other content is a 409
-        and nothing of the batch is stored."""
+        and nothing of the batch is stored. A record the pipeline's key deleted (an erasure:
+        its id, or its account's same content) is rejected with code ``erased`` and not stored."""
         body, refused = await read_json(request, max_body)
         if refused:
             return refused
@@ -110,7 +117,11 @@ def router(collector: Collector) -> APIRouter:
             stored = collector.accept_batch([(record, module) for _, record, module in valid], owner=key)
         except Conflict as conflict:
             return _conflict(conflict, valid[conflict.position][0])
-        for (position, _, _), (record_id, created, known) in zip(valid, stored, strict=True):
+        for (position, record, _), answer in zip(valid, stored, strict=True):
+            if answer is None:
+                results[position] = _erased(record["id"])
+                continue
+            record_id, created, known = answer
             result: dict[str, Any] = {"id": record_id, "status": "accepted" if created else "duplicate"}
             if known:
                 result["known_issue"] = known
@@ -123,7 +134,8 @@ def router(collector: Collector) -> APIRouter:
         """The service deleted a record, or the pipeline forgot it: it is removed with its
         retries (an ingest key: those it forwarded itself), nothing of them is left in the
         collector's file, and the pull feed carries a tombstone for each, so the pipeline forgets
-        them too. An ingest key reaches only the records it forwarded, the pipeline's key any."""
+        them too. An ingest key reaches only the records it forwarded, the pipeline's key any.
+        What the pipeline's key deletes is an erasure: sent again, it is not stored (``erased``)."""
         if not collector.delete(record_id, by=None if key in config.pipeline_keys else key):
             return error(404, "not_found", f"No record {record_id}")
         return Response(status_code=204)

@@ -15,6 +15,13 @@ other content a :class:`Conflict`, never a silent drop.
 A deleted record leaves nothing of itself in the file: ``secure_delete`` zeroes what SQLite frees,
 and the write-ahead log, which still holds the pages as they were, is checkpointed and truncated,
 after every deletion and whenever the store opens (a process killed in between left them there).
+
+What the pipeline's key deleted (``forget``: an erasure at a person's request) is remembered in
+the erasure ledger (``erased``), in the deletion's own transaction, so that a service or agent
+sending it again does not put it back: keyed marks of each removed record's id and of its account
+and content (see :meth:`Collector.erasure_marks`), never the values. A record carrying one is not
+stored. What a service deleted with its own ingest key leaves no mark: a service that deletes its
+own record may send it again.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +65,12 @@ _SCHEMA = (
         id           TEXT NOT NULL,
         deleted_at   TEXT NOT NULL
     )""",
+    # The erasure ledger: keyed marks (HMAC-SHA256 hex) of what the pipeline erased.
+    """CREATE TABLE IF NOT EXISTS erased (
+        mark         TEXT PRIMARY KEY,
+        kind         TEXT NOT NULL,   -- id, or content (an account's report's content)
+        erased_at    TEXT NOT NULL
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS known_issues (
         id          TEXT PRIMARY KEY,
         body        TEXT NOT NULL,   -- the AFP known_issue object
@@ -92,6 +105,8 @@ class Conflict(Exception):
 
 #: A record to store: the record itself (scrubbed), and its retry key (None: it names no session).
 Incoming = tuple[dict[str, Any], str | None]
+#: A record's erasure marks, ``(kind, mark)``.
+Marks = list[tuple[str, str]]
 
 
 @dataclass(slots=True)
@@ -250,18 +265,22 @@ class Store:
 
     def add(self, record: dict[str, Any], dedupe_key: str | None) -> tuple[str, bool]:
         """Store an agent's report: :meth:`add_batch` of one, owned by no key."""
-        return self.add_batch([(record, dedupe_key)], owner=None)[0]
+        answer = self.add_batch([(record, dedupe_key)], owner=None)[0]
+        assert answer is not None  # no marks asked about
+        return answer
 
-    def add_batch(self, batch: list[Incoming], owner: str | None) -> list[tuple[str, bool]]:
+    def add_batch(self, batch: list[Incoming], owner: str | None,
+                  marks: Sequence[Marks] | None = None) -> list[tuple[str, bool] | None]:
         """Store records in one transaction, each ``owner``'s (an ingest key's hash); returns for
-        each (the id to answer with, whether it is a new report).
+        each (the id to answer with, whether it is a new report), or None for one erased before
+        (any of its ``marks``, one list per record, is in the ledger): it is not stored.
 
         A retry (``dedupe_key`` an earlier report's) is stored as its own row pointing at that
         report and answered with its id. A record whose id is already stored (or earlier in the
         batch) was delivered twice: with the same content nothing is stored and the answer is the
         id its first report has; with other content it is a :class:`Conflict` and nothing of the
         batch is stored."""
-        answers = []
+        answers: list[tuple[str, bool] | None] = []
         with self._transaction():
             for position, (record, dedupe_key) in enumerate(batch):
                 row = self.con.execute("SELECT coalesce(duplicate_of, id), body FROM records WHERE id = ?",
@@ -272,6 +291,9 @@ class Store:
                         raise Conflict(position, record["id"], stored_hash, new_hash)
                     answers.append((row[0], False))
                     continue
+                if marks is not None and self._erased(marks[position]):
+                    answers.append(None)
+                    continue
                 first = self._first_of(dedupe_key)
                 self.con.execute(
                     "INSERT INTO records (id, received_at, dedupe_key, duplicate_of, body, owner) VALUES (?, ?, ?, ?, ?, ?)",
@@ -280,21 +302,36 @@ class Store:
                 answers.append((first, False) if first else (record["id"], True))
         return answers
 
-    def delete(self, record_id: str, now: str, by: str | None) -> list[str]:
+    def _erased(self, marks: Marks) -> bool:
+        if not marks:
+            return False
+        found = self.con.execute(f"SELECT 1 FROM erased WHERE mark IN ({', '.join('?' * len(marks))}) LIMIT 1",
+                                 [mark for _, mark in marks]).fetchone()
+        return found is not None
+
+    def delete(self, record_id: str, now: str, by: str | None,
+               marks_of: Callable[[dict[str, Any]], Marks] | None = None) -> list[str]:
         """Remove a record and those of its retries ``by`` may delete, leave a tombstone for each,
         and drop their ids from the known issues that list them; returns the ids removed (none:
         no such record, or not ``by``'s).
 
         ``by`` is the hash of an ingest key, which may delete only what it forwarded, or None for
         the pipeline, which may delete any record (``forget``). A retry another key forwarded
-        stays: the earliest one left becomes the first report, and the others its retries."""
+        stays: the earliest one left becomes the first report, and the others its retries.
+
+        The pipeline's deletion is an erasure: with ``marks_of`` (a stored record's marks), the
+        marks of every record removed go into the ledger in the same transaction."""
         mine = "id = :id OR (duplicate_of = :id AND (:by IS NULL OR owner = :by))"
         with self._transaction():
             row = self.con.execute("SELECT owner FROM records WHERE id = ?", [record_id]).fetchone()
             if row is None or (by is not None and row[0] != by):
                 return []
-            removed = [gone for (gone,) in self.con.execute(f"SELECT id FROM records WHERE {mine} ORDER BY seq",
-                                                            {"id": record_id, "by": by})]
+            rows = self.con.execute(f"SELECT id, body FROM records WHERE {mine} ORDER BY seq",
+                                    {"id": record_id, "by": by}).fetchall()
+            removed = [gone for gone, _ in rows]
+            if by is None and marks_of is not None:
+                self.con.executemany("INSERT OR IGNORE INTO erased (mark, kind, erased_at) VALUES (?, ?, ?)",
+                                     [(mark, kind, now) for _, body in rows for kind, mark in marks_of(orjson.loads(body))])
             self.con.execute(f"DELETE FROM records WHERE {mine}", {"id": record_id, "by": by})
             self._promote_first_retry(record_id)
             for gone in removed:

@@ -20,7 +20,7 @@ from ..core import Problem
 from ..ingest import dialects, is_enveloped
 from ..ingest.dialects import sep2369
 from ._auth import agent_account
-from ._collector import Collector, client_ip
+from ._collector import ERASED_MESSAGE, Collector, client_ip
 from ._http import error, json_response, now_iso, too_deep
 
 #: ``max_bytes`` → the parsed body, or the refusal to answer with (413, 415, invalid JSON).
@@ -107,7 +107,14 @@ async def submit(collector: Collector, request: Request, read: BodyReader, choic
     if module == "sep2369":
         # service, account and received_at are for a receiver to attach: never an agent's claim.
         submission = {k: v for k, v in sep2369.params(body).items() if k not in ("service", "account", "received_at")}
-    record_id, _, known = collector.accept({**envelope, "feedback": submission}, module)
+    accepted = collector.accept({**envelope, "feedback": submission}, module)
+    if accepted is None:
+        # The pipeline erased this account's same report at its owner's request: not stored again.
+        if answer_id is not None:
+            failure = {"code": -32000, "message": ERASED_MESSAGE, "data": {"code": "erased"}}
+            return json_response({"jsonrpc": "2.0", "id": answer_id, "error": failure}, 409)
+        return error(409, "erased", ERASED_MESSAGE)
+    record_id, _, known = accepted
     ack: dict[str, Any] = {"id": record_id, "status": "accepted", "received_at": envelope["received_at"]}
     if known:
         ack["known_issue"] = known
