@@ -173,7 +173,8 @@ def test_delete_reaches_every_id_a_store_holds_percent_encoded(server: RunningCo
     for record_id in legacy:
         assert delete(server, record_id, PIPE).status_code == 204, record_id
         assert delete(server, record_id, PIPE).status_code == 404, record_id
-    assert tombstones(server) == legacy and server.collector.store.count() == 0
+    # The pipeline's deletions are erasures it made itself: no tombstone keeps their ids.
+    assert tombstones(server) == [] and server.collector.store.count() == 0
 
 
 # -- who may delete what ---------------------------------------------------------------------
@@ -199,8 +200,8 @@ def test_a_key_deletes_only_what_it_may(server: RunningCollector) -> None:
     assert delete(server, "fb_theirs", OTHER).status_code == 204
     assert delete(server, agent, PIPE).status_code == 204  # and its retry with it
     assert delete(server, anonymous, PIPE).status_code == 204
-    gone = tombstones(server)
-    assert gone[:2] == ["fb_mine", "fb_theirs"] and gone[2] == agent and gone[4] == anonymous and len(gone) == 5
+    # A service's deletions are told to the pipeline; the pipeline's own (an erasure) leave no id.
+    assert tombstones(server) == ["fb_mine", "fb_theirs"]
     assert server.collector.store.count() == 0
 
 
@@ -311,7 +312,7 @@ def test_a_deleted_record_and_its_retries_leave_no_byte_in_the_sqlite_file(serve
     assert KEPT.encode() in file_bytes(server.db)
     (page,) = pages(server, 100)
     assert MARKER not in json.dumps(page)
-    assert len(page["deleted"]) == 2 and page["deleted"][0]["id"] == first  # the report and its retry
+    assert page["deleted"] == []  # the pipeline erased it itself: no tombstone keeps its id
 
 
 def test_a_store_reopened_after_a_crash_clears_the_deleted_report_from_its_log_at_once(tmp_path: Path) -> None:
@@ -328,7 +329,7 @@ def test_a_store_reopened_after_a_crash_clears_the_deleted_report_from_its_log_a
             "collector.sqlite": False, "collector.sqlite-wal": False, "collector.sqlite-shm": False}
         assert KEPT.encode() in file_bytes(db) and store.count() == 20
         page = store.page(0, 100)
-        assert page.deleted == [{"id": "fb_gone", "deleted_at": "2026-11-02T10:01:00Z"}]
+        assert page.deleted == []  # the pipeline's erasure: no tombstone
         assert MARKER not in json.dumps(page.records)
     finally:
         store.close()
@@ -637,4 +638,4 @@ def test_a_collector_file_from_before_retries_were_rows_is_upgraded(tmp_path: Pa
         # Whose its records were, a file from before owners were kept does not say: the pipeline's.
         assert delete(server, "fb_old").status_code == 404
         assert delete(server, "fb_old", PIPE).status_code == 204
-        assert [t["id"] for page in pages(server, 10) for t in page["deleted"]] == ["fb_old", retry["id"]]
+        assert [t["id"] for page in pages(server, 10) for t in page["deleted"]] == []  # an erasure: no tombstone

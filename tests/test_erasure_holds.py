@@ -25,6 +25,7 @@ from feedback_insights.publish import AmbiguousRecord, forget, records_to_forget
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import run_cli
+from .test_forget import _tables_holding
 from .test_session_sync import _change, _table
 
 KEY = "erasure-test-key"
@@ -194,7 +195,7 @@ def test_a_record_is_addressed_by_its_collector_and_its_id_as_stored(tmp_path: P
             ("drop", "123"), ("drop", "other:123")]
 
 
-def test_a_sql_row_id_that_was_hashed_at_ingest_is_found_by_the_id_its_source_has(tmp_path: Path) -> None:
+def test_a_sql_row_id_that_was_hashed_at_ingest_is_found_by_the_id_its_source_has_and_kept_nowhere(tmp_path: Path) -> None:
     db, config = _sql_source(tmp_path, 1)
     secret_id = "maria.lopez@example.com"
     con = sqlite3.connect(db)
@@ -204,8 +205,9 @@ def test_a_sql_row_id_that_was_hashed_at_ingest_is_found_by_the_id_its_source_ha
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)
         [(stored,)] = wh.con.execute("SELECT id FROM records").fetchall()
+        holding = _tables_holding(wh, secret_id)  # not even the source's cursor keeps it
         target = records_to_forget(config, wh, record=secret_id)
-    assert stored.startswith("idh_") and target.keys == [("console", stored)]
+    assert stored.startswith("idh_") and target.keys == [("console", stored)] and holding == []
 
 
 def test_forget_reaches_the_collector_that_sent_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,9 +126,10 @@ class Collector:
 
     def delete(self, record_id: str, by: str | None) -> bool:
         """Delete a record and those of its retries ``by`` may delete (an ingest key's hash: what
-        it forwarded; None, the pipeline: any), with tombstones in the pull feed; False: no such
-        record, or not ``by``'s. The pipeline's deletion is an erasure: the ledger keeps the marks
-        of what it removed, and none of it is stored again."""
+        it forwarded; None, the pipeline: any); False: no such record, or not ``by``'s. A
+        service's deletion leaves tombstones in the pull feed. The pipeline's is an erasure it has
+        made itself: no tombstone keeps the ids, the ledger keeps the marks of what it removed,
+        and none of it is stored again."""
         if not self.store.delete(record_id, now_iso(), by, self.erasure_marks):
             return False
         self.reload_known_issues()  # they no longer list the deleted ids

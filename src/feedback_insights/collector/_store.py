@@ -311,9 +311,9 @@ class Store:
 
     def delete(self, record_id: str, now: str, by: str | None,
                marks_of: Callable[[dict[str, Any]], Marks] | None = None) -> list[str]:
-        """Remove a record and those of its retries ``by`` may delete, leave a tombstone for each,
-        and drop their ids from the known issues that list them; returns the ids removed (none:
-        no such record, or not ``by``'s).
+        """Remove a record and those of its retries ``by`` may delete, leave a tombstone for each
+        (a service's deletion: the pipeline must learn of it), and drop their ids from the known
+        issues that list them; returns the ids removed (none: no such record, or not ``by``'s).
 
         ``by`` is the hash of an ingest key, which may delete only what it forwarded, or None for
         the pipeline, which may delete any record (``forget``). A retry another key forwarded
@@ -334,7 +334,8 @@ class Store:
                                      [(mark, kind, now) for _, body in rows for kind, mark in marks_of(orjson.loads(body))])
             self.con.execute(f"DELETE FROM records WHERE {mine}", {"id": record_id, "by": by})
             self._promote_first_retry(record_id)
-            for gone in removed:
+            # The pipeline erased them itself: a tombstone would only keep their ids.
+            for gone in removed if by is not None else ():
                 self.con.execute("INSERT INTO tombstones (seq, id, deleted_at) VALUES (?, ?, ?)",
                                  [self._next_seq(), gone, now])
             self._unlist(set(removed))

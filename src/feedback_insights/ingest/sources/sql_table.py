@@ -70,7 +70,7 @@ class SqlTable:
             after = [after[0] - self.lookback_ms, ""]
         while rows := self._page("ts", after):
             after = [rows[-1]["ts"], rows[-1]["id"]]
-            yield Batch(self._items(rows), self.uri, {CURSOR_KEY: orjson.dumps(after).decode()})
+            yield Batch(self._items(rows), self.uri, {CURSOR_KEY: _stored(after)})
 
     def _changed_rows(self, cursors: dict[str, str]) -> Iterator[Batch]:
         """Rows updated since the last run (less the look-back). The first run has just read
@@ -84,7 +84,7 @@ class SqlTable:
         after: list[Any] | None = [_earlier(seen, self.lookback_ms), ""]
         while rows := self._page("updated_at", after):
             after = [str(rows[-1]["updated_at"]), rows[-1]["id"]]
-            yield Batch(self._items(rows), self.uri, {UPDATED_KEY: orjson.dumps(after).decode()})
+            yield Batch(self._items(rows), self.uri, {UPDATED_KEY: _stored(after)})
 
     def _items(self, rows: list[dict[str, Any]]) -> list[RawItem]:
         # A NULL column is an absent field, as it would be in JSON.
@@ -126,6 +126,13 @@ class SqlTable:
         with duckdb.connect(str(self.path), read_only=True) as db:
             result = db.execute(query, params)
             return [d[0] for d in result.description], result.fetchall()
+
+
+def _stored(position: list[Any]) -> str:
+    """A (ts, id) position as the cursor keeps it: without the id. A run starts from the time
+    alone (less the look-back) and recognises the rows it reads again, so the id is not needed
+    there; and a row id can be what must not be stored (an email, an erased row's id)."""
+    return orjson.dumps([position[0], ""]).decode()
 
 
 def _earlier(moment: str, milliseconds: int) -> str:
