@@ -23,8 +23,6 @@ _PSEUDONYM = re.compile(rf"^{PREFIX}[0-9a-f]{{24}}$")
 IDENTIFIER_PREFIX = "idh_"
 _IDENTIFIER_DOMAIN = b"feedback-insights identifier\0"
 _IDENTIFIER_PSEUDONYM = re.compile(rf"^{IDENTIFIER_PREFIX}[0-9a-f]{{24}}$")
-#: The collector's erasure marks: a domain of their own, each kind within it another.
-_ERASED_DOMAIN = b"feedback-insights collector erased\0"
 
 
 class Pseudonymiser:
@@ -60,12 +58,12 @@ class Pseudonymiser:
         return IDENTIFIER_PREFIX + hmac.new(self._key, message, hashlib.sha256).hexdigest()[:24]
 
     def erasure_mark(self, kind: str, *parts: str | None) -> str:
-        """HMAC-SHA256 (hex, in full) of what was erased, ``kind`` naming what ``parts`` are (a
-        record id; an account and a content hash): the collector's erasure ledger keeps these,
-        never the values, and without the key they cannot be found by trying short ids."""
-        message = _ERASED_DOMAIN + kind.encode() + b"".join(
-            b"\0" + (part or "").encode("utf-8", errors="surrogatepass") for part in parts)
-        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+        """The erasure ledger's mark (:meth:`feedback_insights.warehouse.Ledger.mark`, with this
+        key) of what was erased, ``kind`` naming what ``parts`` are (a record id; an account and
+        a content hash): for the collector's own ledger, which holds the key this way."""
+        from ..warehouse import Ledger  # DuckDB's import is heavy, and scrubbing never needs it
+
+        return Ledger(self._key).mark(kind, *parts)
 
     def __repr__(self) -> str:  # never show the key
         return "Pseudonymiser(<key>)"
