@@ -379,7 +379,7 @@ def test_a_stalled_mcp_body_is_closed_within_the_body_timeout(tmp_path: Path) ->
     with running_collector(tmp_path, body_timeout=1.0) as server:
         head = (b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 b"Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n")
-        (sock,) = stalled(server, 1, head + b'{"jsonrpc": "2.0"')
+        (sock,) = stalled(server.url, 1, head + b'{"jsonrpc": "2.0"')
         started = time.monotonic()
         closed = read_until_closed(sock, started + 3.0)
         sock.close()
