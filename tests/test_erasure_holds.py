@@ -230,3 +230,11 @@ def test_forget_reaches_the_collector_that_sent_the_report(tmp_path: Path, monke
         held = [r["id"] for r in pull_all(server)]
     assert run.at_collectors == 1 and run.collector_errors == []
     assert held == ["fb_2"] and stored == ["fb_2"] and again.counts.new == 0
+
+
+def test_forget_answers_a_pasted_id_in_one_bounded_line(tmp_path: Path) -> None:
+    (tmp_path / "feedback-insights.toml").write_text(f'[warehouse]\npath = "wh.duckdb"\n[privacy]\nhmac_key = "{KEY}"\n')
+    for pasted in ("a\nb\x01\x1b[31m", "z" * 5000):
+        refused = run_cli("forget", "--record", pasted, "--reason", "asked", cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and len(refused.stderr) < 300
+        assert refused.stderr.startswith("error: no such record: ")

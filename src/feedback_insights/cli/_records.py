@@ -92,10 +92,11 @@ def forget(
             try:
                 target = records_to_forget(cfg, warehouse, record=record, account=account, collector=collector)
             except AmbiguousRecord as exc:
-                raise UserError(str(exc)) from None
+                raise UserError(f"record {_shown(exc.record)} is held by collectors {', '.join(map(_shown, exc.holders))}: "
+                                "name one with --collector") from None
             if not target:
-                where = f" from collector {collector}" if collector else ""
-                raise UserError(f"no such record{where}: {record}" if record else "no records of that account")
+                where = f" from collector {_shown(collector)}" if collector else ""
+                raise UserError(f"no such record{where}: {_shown(record)}" if record else "no records of that account")
             run = forget_records(cfg, warehouse, target, actor(by), reason, tracker)
     finally:
         if tracker is not None:
@@ -111,3 +112,9 @@ def forget(
     if not publishing:
         err.print("filed issues are rewritten by the next publish run (no GitHub repository configured here)",
                   highlight=False)
+
+
+def _shown(value: str, limit: int = 200) -> str:
+    """An id as typed, on one line and bounded: an error is one line, whatever was pasted."""
+    shown = value if value.isprintable() else repr(value)
+    return shown if len(shown) <= limit else shown[:limit] + "…"

@@ -59,6 +59,10 @@ class ToForget:
 class AmbiguousRecord(ValueError):
     """A bare record id that more than one collector holds: which one is meant must be said."""
 
+    def __init__(self, record: str, holders: list[str]) -> None:
+        super().__init__(f"record {record} is held by collectors {', '.join(holders)}: name one with --collector")
+        self.record, self.holders = record, holders
+
 
 @dataclass(slots=True)
 class ForgetRun:
@@ -119,8 +123,7 @@ def records_to_forget(config: Config, warehouse: Warehouse, record: str | None =
         "ORDER BY 1, 2", {"ids": ids, "c": collector}).fetchall()
     holders = sorted({c for c, _ in rows})
     if len(holders) > 1:
-        raise AmbiguousRecord(f"record {record} is held by collectors {', '.join(holders)}: "
-                              "name one with --collector")
+        raise AmbiguousRecord(record, holders)
     return ToForget([(c, i) for c, i in rows])
 
 
