@@ -6,6 +6,7 @@
 - maintainers' corrections (merge, split, move, ignore);
 - optional LLM help (:func:`cluster_assist`): problem statements, names, borderline merges;
 - demand per cluster, counted by distinct accounts (:func:`demand`);
+- the reports in no cluster (:func:`unclustered`), so that no reader loses them;
 - the stateless file mode (:func:`cluster_inputs`), the same embedder and algorithm.
 """
 
@@ -46,6 +47,7 @@ from ._lookup import find_records
 from ._onnx import OnnxMiniLMEmbedder, exported_model
 from ._rebuild import Rebuild, rebuild
 from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_stale
+from ._unclustered import unclustered, unclustered_services
 from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force
 
 __all__ = [
@@ -117,6 +119,8 @@ __all__ = [
     "to_matrix",
     "typical",
     "undo_merge",
+    "unclustered",
+    "unclustered_services",
     "unit",
     "weeks",
     "write_outputs",
