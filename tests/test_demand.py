@@ -91,6 +91,26 @@ def test_trend_and_ranking_score(warehouse: Warehouse) -> None:
     assert frame.get_column("cluster_id").to_list()[0] == 2  # highest score first
 
 
+def test_one_trend_rule_on_the_two_weeks_shown(warehouse: Warehouse) -> None:
+    """Rising and falling compare the accounts shown: this week against last week. A week in
+    progress is falling only once it is short of last week's pace in whole accounts."""
+    def trends(as_of: datetime) -> dict[int, tuple[int, int, str]]:
+        return {r["cluster_id"]: (r["accounts_this_week"], r["accounts_last_week"], r["trend"])
+                for r in demand(warehouse, as_of=as_of).iter_rows(named=True)}
+
+    # Sunday noon of W48: one account each week is steady; 3 after 0 (seen before) is rising.
+    assert trends(AS_OF) == {1: (1, 1, "steady"), 2: (3, 0, "rising"), 3: (1, 0, "new")}
+    # W49 as it ends: no account after 3 (and after 1) is falling.
+    end_of_w49 = datetime(2026, 12, 7, tzinfo=UTC)
+    assert trends(end_of_w49) == {1: (1, 1, "steady"), 2: (0, 3, "falling"), 3: (0, 1, "falling")}
+    # Monday 13:00 of W49: no week is short of a whole account yet, so nothing is falling.
+    assert trends(datetime(2026, 11, 30, 13, tzinfo=UTC)) == {
+        1: (1, 1, "steady"), 2: (0, 3, "steady"), 3: (0, 1, "steady")}
+    # Thursday noon, half the week: 0 is short of half of 3 (1 whole account), not of half of 1.
+    assert trends(datetime(2026, 12, 3, 12, tzinfo=UTC)) == {
+        1: (1, 1, "steady"), 2: (0, 3, "falling"), 3: (0, 1, "steady")}
+
+
 def test_a_fixed_cluster_with_newer_reports_is_a_regression(warehouse: Warehouse) -> None:
     fixed = "UPDATE clusters SET status = 'fixed', fixed_at = ? WHERE id = ?"
     warehouse.con.execute(fixed, [AS_OF - timedelta(days=4), 2])  # reports 1–3 days ago came after

@@ -56,10 +56,10 @@ _COUNTS = {"accounts", "accounts_this_week", "accounts_last_week", "accounts_age
 LISTED = (
     "cluster_id", "view", "service", "polarity", "status", "label", "confidence", "needs_review", "config_version",
     "accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime", "accounts_human",
-    "reports", "reports_this_week", "reports_agent", "reports_runtime", "reports_human", "anonymous_reports",
-    "dismissed_reports", "blocking_reports", "sessions", "tools", "first_seen", "last_seen", "lanes", "categories",
-    "severities", "outcomes", "expectation_gaps", "high_severity_language", "mean_sentiment", "mean_specificity",
-    "reports_two_weeks", "reports_6_weeks_before", "trend", "regression", "score", "week", "week_start", "as_of",
+    "reports", "reports_this_week", "reports_last_week", "reports_agent", "reports_runtime", "reports_human",
+    "anonymous_reports", "dismissed_reports", "blocking_reports", "sessions", "tools", "first_seen", "last_seen",
+    "lanes", "categories", "severities", "outcomes", "expectation_gaps", "high_severity_language", "mean_sentiment",
+    "mean_specificity", "trend", "regression", "score", "week", "week_start", "as_of",
     "draft_id", "draft_status", "draft_title", "known_status", "repo", "issue_number", "issue_url",
     "fixed_at", "created_at", "updated_at",
 )

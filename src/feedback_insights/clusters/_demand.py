@@ -39,9 +39,24 @@ each, multiplied, is the round figure below both measured ratios. Only our own s
 keeps its severity weight. Reports without an account are counted (``anonymous_reports``) but
 add nothing to the score: they cannot be told apart.
 
-Trend: ``new`` when first seen this week; ``rising`` when this week and last week hold at least
-3 reports and at least twice the mean two-week count of the 6 weeks before; else ``steady``.
-A cluster whose issue was fixed and which has reports after the fix is a ``regression``.
+**Trend** is one rule, over the two figures every reader prints beside it: distinct accounts
+this week (``accounts_this_week``) against last week (``accounts_last_week``), so a reader can
+check the word against the numbers next to it:
+
+- ``new``: the cluster's first report is this week (so last week shows 0);
+- ``rising``: more accounts this week than last week;
+- ``falling``: fewer accounts this week than last week — when the week is still in progress
+  (the as-of instant is before its end, as it is mid-week and, by a second, on the default
+  instant), fewer than last week's accounts scaled to the share of the week gone by, in whole
+  accounts (``floor(last week × elapsed)``), so a Monday morning is not "falling" for lack of
+  time; a week that is over is falling with any account fewer;
+- ``steady``: otherwise — as many as last week, or, in a week in progress, fewer but not short
+  of last week's pace.
+
+A week in progress can only gain accounts, so it is ``rising`` as soon as it has more than last
+week: it stays so to its end. The digest counts a past week as of its end, where the rule is
+the plain comparison. A cluster whose issue was fixed and which has reports after the fix is a
+``regression`` (a flag beside the trend, which readers show instead of it).
 """
 
 from __future__ import annotations
@@ -105,6 +120,7 @@ WITH considered AS (
         count(DISTINCT account) FILTER (WHERE received_at >= $last_week AND received_at < $this_week)
             AS accounts_last_week,
         count(*) FILTER (WHERE received_at >= $this_week) AS reports_this_week,
+        count(*) FILTER (WHERE received_at >= $last_week AND received_at < $this_week) AS reports_last_week,
         count(*) AS reports,
         count(*) FILTER (WHERE account IS NULL) AS anonymous_reports,
         {_BY_TIER},
@@ -120,17 +136,14 @@ WITH considered AS (
         count(*) FILTER (WHERE expectation_gap) AS expectation_gaps,
         count(*) FILTER (WHERE severity_language = 'high') AS high_severity_language,
         avg(sentiment) AS mean_sentiment,
-        avg(specificity) AS mean_specificity,
-        count(*) FILTER (WHERE received_at >= $last_week) AS reports_two_weeks,
-        count(*) FILTER (WHERE received_at >= $last_week - INTERVAL 42 DAY
-                           AND received_at < $last_week) AS reports_6_weeks_before
+        avg(specificity) AS mean_specificity
     FROM members GROUP BY cluster_id
 )
 SELECT c.id AS cluster_id, c.view, c.service, c.polarity, c.status, c.label, f.* EXCLUDE (cluster_id),
     coalesce(d.dismissed_reports, 0) AS dismissed_reports,
     CASE WHEN f.first_seen >= $this_week THEN 'new'
-         WHEN f.reports_two_weeks >= 3
-          AND f.reports_two_weeks >= 2 * f.reports_6_weeks_before / 3.0 THEN 'rising'
+         WHEN f.accounts_this_week > f.accounts_last_week THEN 'rising'
+         WHEN f.accounts_this_week < floor(f.accounts_last_week * $elapsed) THEN 'falling'
          ELSE 'steady' END AS trend,
     c.status = 'fixed' AND f.last_seen > c.fixed_at AS regression,
     round(coalesce(s.score, 0), 3) AS score,
@@ -149,6 +162,7 @@ ORDER BY score DESC, accounts DESC, reports DESC, cluster_id
 #: How far past the newest report the default as-of instant lies: DuckDB keeps microseconds,
 #: so "before newest + 1 µs" is "up to and including the newest".
 _JUST_AFTER = timedelta(microseconds=1)
+_WEEK = timedelta(days=7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +174,16 @@ class Weeks:
     this_week: datetime
     #: The Monday before: last week is ``[last_week, this_week)``.
     last_week: datetime
+
+    @property
+    def end(self) -> datetime:
+        """The Monday after this week: a week is over as of this instant."""
+        return self.this_week + _WEEK
+
+    @property
+    def elapsed(self) -> float:
+        """The share of this week gone by as of ``as_of``: in (0, 1], 1 once the week is over."""
+        return min(1.0, (self.as_of - self.this_week) / _WEEK)
 
     @property
     def name(self) -> str:
@@ -178,7 +202,7 @@ def weeks(as_of: datetime) -> Weeks:
     as_of = utc(as_of)
     last_instant = as_of - _JUST_AFTER
     monday = datetime.combine(last_instant.date() - timedelta(days=last_instant.weekday()), datetime.min.time(), UTC)
-    return Weeks(as_of=as_of, this_week=monday, last_week=monday - timedelta(days=7))
+    return Weeks(as_of=as_of, this_week=monday, last_week=monday - _WEEK)
 
 
 def latest_report(warehouse: Warehouse) -> datetime | None:
@@ -209,7 +233,7 @@ def demand(
     counted = weeks(as_of)
     params = {
         "view": view, "as_of": counted.as_of, "this_week": counted.this_week, "last_week": counted.last_week,
-        "week": counted.name, "half_life": half_life_days, "sources": list(sources) if sources else None,
+        "week": counted.name, "elapsed": counted.elapsed, "half_life": half_life_days, "sources": list(sources) if sources else None,
         "language_factor": SEVERITY_LANGUAGE_FACTOR, "gap_factor": EXPECTATION_GAP_FACTOR,
     }
     return warehouse.con.sql(_DEMAND, params=params).pl()
