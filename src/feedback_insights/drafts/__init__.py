@@ -6,6 +6,8 @@ reviewed by a maintainer before it is filed.
   body and title rendered from Jinja2 templates with every report's text neutralised
   (:mod:`.neutralise`) and the hidden marker that ties an issue to its cluster;
 - review (approve, reject, edit) and the stateless preview of a file of records;
+- unfiled clusters that look like a filed problem (:func:`lookalikes`), by the measure collectors
+  tell agents "known issue" with;
 - maintainers' corrections of the clusters, with what follows for their drafts
   (:func:`merge_clusters`, :func:`split_cluster`, :func:`move_records`, :func:`ignore_cluster`, :func:`rebuild_clusters`).
 """
@@ -23,6 +25,7 @@ from ._corrections import (
 )
 from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
 from ._llm import ChatClient, LLMError
+from ._lookalikes import Lookalike, lookalikes
 from ._marker import cluster_of, marker, update_marker
 from ._preview import PreviewError, preview_input, read_records
 from ._render import MAX_BODY, Markdown, render_body, render_emptied, render_title, render_update
@@ -71,6 +74,7 @@ __all__ = [
     "DraftRun",
     "LLMCall",
     "LLMError",
+    "Lookalike",
     "Markdown",
     "PreviewError",
     "ReviewError",
@@ -89,6 +93,7 @@ __all__ = [
     "ignore_cluster",
     "list_drafts",
     "llm_draft",
+    "lookalikes",
     "marker",
     "merge_clusters",
     "rebuild_clusters",
