@@ -501,8 +501,10 @@ def test_the_slack_text_is_mrkdwn_and_inert(warehouse: Warehouse) -> None:
     assert slack.startswith(f"*What agents told us · {WEEK}*\n")
     line = next(line for line in slack.splitlines() if "channel" in line)
     # No backslash escapes; &, < and > as Slack wants them; no ping, no link of the report's.
+    trend = digest.top_problems[0]["trend"]
     assert line == ("• *&lt;!channel&gt; &lt;@\u200bU024BE7LH&gt; @\u200bhere &amp; *bold* \\_x\\_ [click](https\u200b://evil.\u200bexample) "
-                    "&lt;https\u200b://evil.\u200bexample|docs&gt; www\u200b.evil.\u200bexample evil.\u200bexample/login*")
+                    "&lt;https\u200b://evil.\u200bexample|docs&gt; www\u200b.evil.\u200bexample evil.\u200bexample/login*"
+                    + ("" if trend == "steady" else f" · {trend}"))
     links = re.findall(r"<([^>]*)>", slack)
     assert links and all(re.fullmatch(r"https://github\.com/[\w/.-]+\|filed as #\d+", link) for link in links)
     assert "\\" not in slack.replace(line, "")  # nothing of ours is backslash-escaped

@@ -46,10 +46,11 @@ check the word against the numbers next to it:
 - ``new``: the cluster's first report is this week (so last week shows 0);
 - ``rising``: more accounts this week than last week;
 - ``falling``: fewer accounts this week than last week — when the week is still in progress
-  (the as-of instant is before its end, as it is mid-week and, by a second, on the default
-  instant), fewer than last week's accounts scaled to the share of the week gone by, in whole
-  accounts (``floor(last week × elapsed)``), so a Monday morning is not "falling" for lack of
-  time; a week that is over is falling with any account fewer;
+  (the as-of instant is before its end: mid-week, and on the default instant unless the newest
+  report closed the week), fewer than last week's accounts scaled to the share of the week gone
+  by (:attr:`Weeks.elapsed`), in whole accounts (``floor(last week × elapsed)``), so a Monday
+  morning is not "falling" for lack of time; a week that is over is falling with any account
+  fewer;
 - ``steady``: otherwise — as many as last week, or, in a week in progress, fewer but not short
   of last week's pace.
 
@@ -174,11 +175,6 @@ class Weeks:
     this_week: datetime
     #: The Monday before: last week is ``[last_week, this_week)``.
     last_week: datetime
-
-    @property
-    def end(self) -> datetime:
-        """The Monday after this week: a week is over as of this instant."""
-        return self.this_week + _WEEK
 
     @property
     def elapsed(self) -> float:

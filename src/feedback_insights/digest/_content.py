@@ -1,10 +1,14 @@
 """The weekly digest's content: one ISO week of the warehouse, in DuckDB SQL.
 
-Product managers read it to see what agents hit, what is new or rising, what got fixed and
-what agents rely on, and to act on it: each problem is one card, in the first section it
-qualifies for, with its distinct accounts this week and last week, its reports and blocking
-reports of the same two weeks (by the one definition of those weeks,
-:func:`~feedback_insights.clusters.weeks`), and where its issue stands (:func:`status`).
+Product managers read it to see what agents hit, what is new or rising, what they ask for,
+what got fixed and what agents rely on, and to act on it: each problem is one card, in the
+first section it qualifies for, with its distinct accounts this week and last week, its reports
+and blocking reports of the same two weeks (by the one definition of those weeks,
+:func:`~feedback_insights.clusters.weeks`), its trend by the one rule over those two figures
+(``clusters._demand``'s docstring), and where its issue stands (:func:`status`). Requests
+(clusters of polarity ``request``) are cards of their own section, apart from the problems and
+from praise; the week's reports in no cluster are counted per service with a few examples
+(:func:`~feedback_insights.clusters.unclustered_services`), so that none vanishes.
 Demand figures are computed as of the end of the week, so a past week's figures stay the same
 whenever it is rendered (issue links and statuses are today's). Only scrubbed text is quoted
 (the warehouse holds nothing else) and accounts appear as counts, never as ids.
@@ -24,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from ..clusters import demand, weeks
+from ..clusters import demand, unclustered_services
 from ..config import DEFAULT_HALF_LIFE_DAYS
 from ..core import now_utc
 from ..core.vocabulary import SOURCE_TIERS, TIER_REPORTERS, sources_of
@@ -32,6 +36,9 @@ from ..warehouse import Warehouse
 
 SPARK_WEEKS = 8
 TOP = 10
+#: The clusters' polarities the digest lists, each in its own sections: problems (the top,
+#: new, rising and regressions), requests, praise.
+PROBLEM, REQUEST, PRAISE = "problem", "request", "praise"
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 
@@ -199,7 +206,8 @@ class Week:
 class Digest:
     """One week's digest. Each problem is in one list only, the first it qualifies for, in
     the order the digest shows them: :attr:`regressions` (a fixed problem came back),
-    :attr:`top_problems`, :attr:`new`, :attr:`rising`; ``fixed`` and ``issues`` hold every
+    :attr:`top_problems`, :attr:`new`, :attr:`rising`, then the :attr:`requests` (suggestions,
+    listed apart from the problems); ``fixed`` and ``issues`` hold every
     fixed cluster and open draft or issue, and :attr:`fixed_unlisted` / :attr:`issues_unlisted`
     those no card above shows already."""
 
@@ -210,6 +218,7 @@ class Digest:
     top_problems: list[dict[str, Any]] = field(default_factory=list)
     new: list[dict[str, Any]] = field(default_factory=list)
     rising: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
     regressions: list[dict[str, Any]] = field(default_factory=list)
     fixed: list[dict[str, Any]] = field(default_factory=list)
     praise: list[dict[str, Any]] = field(default_factory=list)
@@ -221,6 +230,8 @@ class Digest:
     scrubbed: list[dict[str, Any]] = field(default_factory=list)
     #: The week by who reported: one row per tier (agent, runtime, human) with reports.
     tiers: list[dict[str, Any]] = field(default_factory=list)
+    #: The week's reports in no cluster, per service: counts and a few ``examples`` each.
+    unclustered: list[dict[str, Any]] = field(default_factory=list)
     #: The ``--source`` this digest counts alone (a tier or one source value); None: everyone.
     source: str | None = None
     #: The review desk's address (``[digest] desk_url``): cards link to its pages.
@@ -229,6 +240,10 @@ class Digest:
     @property
     def scrubbed_total(self) -> int:
         return sum(row["count"] for row in self.scrubbed)
+
+    @property
+    def unclustered_total(self) -> int:
+        return sum(row["reports"] for row in self.unclustered)
 
     @property
     def reporters(self) -> str:
@@ -247,8 +262,8 @@ class Digest:
 
     @property
     def cards(self) -> list[dict[str, Any]]:
-        """Every problem shown as a card, in the digest's order."""
-        return self.regressions + self.top_problems + self.new + self.rising
+        """Every problem and request shown as a card, in the digest's order."""
+        return self.regressions + self.top_problems + self.new + self.rising + self.requests
 
     @property
     def fixed_unlisted(self) -> list[dict[str, Any]]:
@@ -279,10 +294,8 @@ def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float
     if figures.is_empty():
         return figures
     chosen = list(sources) if sources else None
-    counted = weeks(week.end)  # the one definition of this week and last week
-    end = counted.this_week + timedelta(days=7)
     weekly = {(row["cluster_id"], row["ago"]): row for row in _rows(
-        warehouse, _WEEKLY, {"view": view, "end": end, "sources": chosen})}
+        warehouse, _WEEKLY, {"view": view, "end": week.end, "sources": chosen})}
     none: dict[str, int] = {"accounts": 0, "reports": 0, "blocking": 0} | dict.fromkeys(SOURCE_TIERS, 0)
     ids = figures["cluster_id"].to_list()
 
@@ -292,7 +305,6 @@ def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float
     extra = pl.DataFrame({
         "cluster_id": ids,
         "spark": [[week_of(c, ago)["accounts"] for ago in range(SPARK_WEEKS - 1, -1, -1)] for c in ids],
-        "reports_last_week": [week_of(c, 1)["reports"] for c in ids],
         "blocking_this_week": [week_of(c, 0)["blocking"] for c in ids],
         "blocking_last_week": [week_of(c, 1)["blocking"] for c in ids],
         "tiers_this_week": [{tier: week_of(c, 0)[tier] for tier in SOURCE_TIERS} for c in ids],
@@ -300,6 +312,16 @@ def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float
     quote = "coalesce(r.detail, r.summary)" if view == "reports" else "r.goal"
     quotes = warehouse.con.sql(_QUOTES.format(quote=quote), params={"view": view, "end": week.end, "sources": chosen}).pl()
     return figures.join(extra, on="cluster_id").join(quotes, on="cluster_id", how="left")
+
+
+def _unclustered(warehouse: Warehouse, week: Week, sources: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """The week's reports in no cluster per service, each example with the ``quote_*`` keys a
+    quote is attributed by (as a card's representative report)."""
+    rows = unclustered_services(warehouse, start=week.start, end=week.end, sources=sources).to_dicts()
+    for row in rows:
+        row["examples"] = [{"quote": e["summary"], "quote_source": e["source"], "quote_dialect": e["dialect"],
+                            "quote_rating": e["rating"], "lane": e["lane"], "why": e["why"]} for e in row["examples"]]
+    return rows
 
 
 def _tiers(warehouse: Warehouse, window: dict[str, Any]) -> list[dict[str, Any]]:
@@ -393,18 +415,21 @@ def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF
         issues=[d for d in drafts if d["open"]],
         scrubbed=_rows(warehouse, _SCRUBBED, window),
         tiers=_tiers(warehouse, window),
+        unclustered=_unclustered(warehouse, week, sources),
         source=source,
         desk_url=desk_url,
     )
     reports = _clusters(warehouse, week, "reports", half_life_days, sources)
     if not reports.is_empty():
         active = reports.filter(pl.col("accounts_this_week") > 0)
-        for name, rows in _sections(active.filter(pl.col("polarity") == "problem")).items():
+        for name, rows in _sections(active.filter(pl.col("polarity") == PROBLEM)).items():
             setattr(digest, name, rows)
-        digest.praise = active.filter(pl.col("polarity") == "praise").sort("accounts", descending=True).head(5).to_dicts()
+        digest.requests = active.filter(pl.col("polarity") == REQUEST).sort(
+            ["accounts_this_week", "score"], descending=True).head(TOP).to_dicts()
+        digest.praise = active.filter(pl.col("polarity") == PRAISE).sort("accounts", descending=True).head(5).to_dicts()
     goals = _clusters(warehouse, week, "goals", half_life_days, sources)
     if not goals.is_empty():
-        digest.goals = goals.filter(pl.col("polarity") == "problem").sort("accounts", descending=True).head(8).to_dicts()
+        digest.goals = goals.filter(pl.col("polarity") == PROBLEM).sort("accounts", descending=True).head(8).to_dicts()
     issue_of = {row["cluster_id"]: row for row in drafts}
     for row in digest.cards:
         row["issue"] = issue_of.get(row["cluster_id"])

@@ -85,9 +85,9 @@ def _quoted_record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _quoted_by(row: dict[str, Any], lower: bool = False) -> str:
-    """"An agent reported", "The owner rated it 👎 and wrote" … before a row's quote; ``lower``
-    mid-sentence."""
-    phrase = neutralise.attribution(_quoted_record(row))
+    """"An agent reported", "The owner rated it 👎 and wrote" … before a row's quote ("… rated
+    it 👎" when it has no words); ``lower`` mid-sentence."""
+    phrase = neutralise.attribution(_quoted_record(row), wrote=bool(row.get("quote")))
     return phrase[0].lower() + phrase[1:] if lower else phrase
 
 
