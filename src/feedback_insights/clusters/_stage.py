@@ -39,6 +39,7 @@ from ._embedding import (
     to_matrix,
 )
 from ._labels import candidate_phrases, key_terms, medoid, phrase_names
+from ._titles import choose_titles
 from ._versions import LATEST, ClusteringVersion, in_force, recorded_version
 
 VIEWS = ("reports", "goals")
@@ -344,9 +345,11 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     record the clustering version of those that have none yet (made by a maintainer's split).
     ``held``: the view's vectors and centre, when the caller has them at hand (a clustering run).
 
-    The name is a phrase ranked with ``model``'s vectors (``_labels.py``); phrases not cached
-    yet are embedded with ``embedder``, or with the packaged model, built only then, when
-    ``model`` is its id. Another model without an embedder names clusters by shared phrases."""
+    The name is one of the members' summaries, chosen with ``model``'s vectors (``_titles.py``);
+    titles not cached yet are embedded with ``embedder``, or with the packaged model, built only
+    then, when ``model`` is its id (another model without an embedder judges titles by their
+    reports' vectors alone). A cluster without a usable summary is named by a phrase
+    (``_labels.py``)."""
     if not cluster_ids:
         return
     con = warehouse.con
@@ -367,7 +370,11 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     tools = dict(con.execute(_TOP_TOOLS, {"view": view, "ids": ids}).fetchall())
     main_tools = dict(con.execute(_MAIN_TOOL, {"view": view, "ids": ids}).fetchall())
     medoids, centroids = _medoids(con, model, view, ids)
-    names = phrase_names(pl.concat(candidates), centroids, main_tools, _phrase_vectors(con, model, embedder))
+    vectors_of = _phrase_vectors(con, model, embedder)
+    names = _titles(con, model, view, ids, main_tools, vectors_of)
+    unnamed = [i for i in ids if i not in names]
+    phrases = pl.concat(candidates).filter(pl.col("cluster").is_in(unnamed))
+    names.update(phrase_names(phrases, centroids, {i: main_tools.get(i) for i in unnamed}, vectors_of))
     confidences = stored_confidence(con, model, view, ids, _POLARITY, held=held)
     now = now_utc()
     rows = pa.table(
@@ -401,6 +408,27 @@ SELECT cluster_id, list(tool ORDER BY n DESC, tool)[1] FROM (
 ) WHERE tool IS NOT NULL AND 2 * n >= members
 GROUP BY cluster_id
 """
+
+
+_TITLE_MEMBERS = """
+SELECT m.cluster_id AS cluster, r.account, r.{field} AS summary, e.vector
+FROM cluster_members m JOIN (SELECT r.* {own_words} FROM records r) r USING (collector, id)
+JOIN embeddings e ON e.model = $model AND e.text_sha256 = m.text_sha256
+WHERE m.view = $view AND m.cluster_id IN (SELECT unnest($ids))
+ORDER BY m.cluster_id, m.collector, m.id
+"""
+
+
+def _titles(con: DuckDBPyConnection, model: str, view: str, ids: list[int], things: dict[int, str | None],
+            vectors_of: Callable[[list[str]], np.ndarray] | None) -> dict[int, str]:
+    """Each cluster's name from its members' summaries (goals, for goal themes): ``_titles.py``."""
+    table = con.sql(_TITLE_MEMBERS.format(field="summary" if view == "reports" else "goal", own_words=own_words_sql("r")),
+                    params={"model": model, "view": view, "ids": ids}).to_arrow_table()
+    if table.num_rows == 0:
+        return {}
+    members = pl.from_arrow(table.drop(["vector"]))
+    assert isinstance(members, pl.DataFrame)
+    return choose_titles(members, to_matrix(table.column("vector")), things, vectors_of)
 
 
 def _phrase_vectors(con: DuckDBPyConnection, model: str, embedder: Embedder | None) -> Callable[[list[str]], np.ndarray] | None:
