@@ -245,6 +245,21 @@ def test_names_asked_per_run_are_capped_largest_first(setup, embedder) -> None:
         assert len(wh.con.execute("SELECT cluster_id FROM cluster_names").fetchall()) == 2
 
 
+def test_a_name_that_does_not_name_the_clusters_tool_keeps_ours(setup, embedder) -> None:
+    config, _ = setup
+    with running_llm() as fake, Warehouse(config.warehouse.path) as wh:
+        fake.responder = lambda body: json.dumps({"name": "some_other_tool: something is off"})
+        ingest(config, wh)
+        with cluster_assist(_llm(fake, ["names"])) as assist:
+            cluster_new_records(wh, embedder, assist=assist)
+            assert assist is not None and "names that failed our checks" in assist.line()
+        rows = wh.con.execute(
+            """SELECT c.label, list(DISTINCT r.tool) FROM clusters c JOIN cluster_members m ON m.cluster_id = c.id
+               JOIN records r ON r.collector = m.collector AND r.id = m.id WHERE c.view = 'reports' GROUP BY ALL""").fetchall()
+        tooled = [label for label, tools in rows if tools == [tools[0]] and tools[0]]
+        assert tooled and all("some_other_tool" not in label for label in tooled)
+
+
 def test_a_name_out_of_form_keeps_the_phrase_name(setup, embedder) -> None:
     config, _ = setup
     with running_llm() as fake, Warehouse(config.warehouse.path) as wh:

@@ -43,6 +43,8 @@ from ._assist import (
 )
 from ._corrections import CorrectionError, merge, split
 from ._embedding import text_sha256, text_sql, to_matrix
+from ._stage import _MAIN_TOOL
+from ._titles import acceptable
 
 #: How a yes is carried out: ``(warehouse, into, other, actor, reason)``. The default is the
 #: clusters' own :func:`merge`; the pipeline passes the drafts layer's, so that the absorbed
@@ -221,7 +223,8 @@ class ClusterAssist:
 
     def _names(self, warehouse: Warehouse, model: str, view: str, touched: set[int]) -> None:
         """Name the touched clusters and any whose label is not (or no longer) its LLM name, the
-        largest first; at most ``max_names`` new names a run."""
+        largest first; at most ``max_names`` new names a run. A name is used only when it passes
+        the checks ours pass (:func:`~._titles.acceptable`: it names the cluster's tool)."""
         con = warehouse.con
         unnamed = {row[0] for row in con.execute(
             """SELECT c.id FROM clusters c LEFT JOIN cluster_names n ON n.cluster_id = c.id
@@ -237,6 +240,7 @@ class ClusterAssist:
             "SELECT cluster_id, evidence_sha256, name FROM cluster_names WHERE model = ? AND prompt_version = ?",
             [self.assistant.model, version]).fetchall()}
         sizes = dict(clusters.frame.group_by("cluster_id").len().iter_rows())
+        things = dict(con.execute(_MAIN_TOOL, {"view": view, "ids": sorted(wanted)}).fetchall())
         names: dict[int, str] = {}
         asked = 0
         for cluster_id in sorted(wanted & set(services), key=lambda c: (-sizes[c], c)):
@@ -252,10 +256,13 @@ class ClusterAssist:
                 # No name now: the one kept (if any) no longer describes the cluster.
                 con.execute("DELETE FROM cluster_names WHERE cluster_id = ?", [cluster_id])
                 continue
-            names[cluster_id] = name
             if not cached:
                 con.execute("INSERT OR REPLACE INTO cluster_names VALUES (?, ?, ?, ?, ?, ?)",
                             [cluster_id, name, self.assistant.model, version, shown, now_utc()])
+            if acceptable(name, things.get(cluster_id)):
+                names[cluster_id] = name
+            else:  # kept (not asked again for the same reports), not used: ours passes the checks
+                self.assistant.note("names that failed our checks")
         if names:
             with transaction(con), registered(con, "llm_names", pa.table({"id": list(names), "name": list(names.values())})):
                 con.execute("UPDATE clusters c SET label = n.name FROM llm_names n WHERE c.id = n.id")
