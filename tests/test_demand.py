@@ -93,7 +93,7 @@ def test_trend_and_ranking_score(warehouse: Warehouse) -> None:
 
 def test_one_trend_rule_on_the_two_weeks_shown(warehouse: Warehouse) -> None:
     """Rising and falling compare the accounts shown: this week against last week. A week in
-    progress is falling only once it is short of last week's pace in whole accounts."""
+    progress is falling only once it is short of last week's pace, rounded to whole accounts."""
     def trends(as_of: datetime) -> dict[int, tuple[int, int, str]]:
         return {r["cluster_id"]: (r["accounts_this_week"], r["accounts_last_week"], r["trend"])
                 for r in demand(warehouse, as_of=as_of).iter_rows(named=True)}
@@ -106,9 +106,11 @@ def test_one_trend_rule_on_the_two_weeks_shown(warehouse: Warehouse) -> None:
     # Monday 13:00 of W49: no week is short of a whole account yet, so nothing is falling.
     assert trends(datetime(2026, 11, 30, 13, tzinfo=UTC)) == {
         1: (1, 1, "steady"), 2: (0, 3, "steady"), 3: (0, 1, "steady")}
-    # Thursday noon, half the week: 0 is short of half of 3 (1 whole account), not of half of 1.
-    assert trends(datetime(2026, 12, 3, 12, tzinfo=UTC)) == {
+    # Wednesday 8:00, 2/7 of the week: 0 is short of 2/7 of 3 (1 account), not of 2/7 of 1 (0).
+    assert trends(datetime(2026, 12, 2, 8, tzinfo=UTC)) == {
         1: (1, 1, "steady"), 2: (0, 3, "falling"), 3: (0, 1, "steady")}
+    # Sunday 23:00, nearly over: 0 is short of last week's 1 already.
+    assert trends(datetime(2026, 12, 6, 23, tzinfo=UTC))[3] == (0, 1, "falling")
 
 
 def test_a_fixed_cluster_with_newer_reports_is_a_regression(warehouse: Warehouse) -> None:

@@ -149,9 +149,13 @@ def test_a_draft_is_shown_as_github_renders_it_beside_its_evidence(client: TestC
 
 def test_drafts_queue_filters_and_puts_pending_first(client: TestClient) -> None:
     html = client.get("/drafts").text
-    statuses = re.findall(r'class="status s-(\w+)"', html)
-    assert statuses and statuses[0] == "pending" and "filed" in statuses
-    assert statuses == sorted(statuses, key=lambda s: s != "pending")
+    sections = html.split("<section")[1:]  # one per kind of cluster (problems, requests)
+    assert sections and 'id="kind-1">Problems' in sections[0]
+    for section in sections:
+        statuses = re.findall(r'class="status s-(\w+)"', section)
+        assert statuses and statuses[0] == "pending"
+        assert statuses == sorted(statuses, key=lambda s: s != "pending")
+    assert "filed" in re.findall(r'class="status s-(\w+)"', html)
     filed = re.findall(r'class="status s-(\w+)"', client.get("/drafts?status=filed").text)
     assert filed and set(filed) == {"filed"}
     service = client.get("/drafts?service=orbit-mcp").text

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 clusters_app = typer.Typer(
     help="Clusters of duplicate reports: demand, and maintainers' corrections.",
-    epilog=example("clusters list -n 10", "clusters show 4", "clusters merge 4 9 --reason 'same missing filter'"),
+    epilog=example("clusters list -n 10", "clusters list --unclustered", "clusters show 4",
+                   "clusters merge 4 9 --reason 'same missing filter'"),
 )
 app.add_typer(clusters_app, name="clusters")
 
@@ -63,6 +64,11 @@ LISTED = (
     "draft_id", "draft_status", "draft_title", "known_status", "repo", "issue_number", "issue_url",
     "fixed_at", "created_at", "updated_at",
 )
+#: What ``clusters list --unclustered --json`` gives of each report in no cluster, in this order.
+UNCLUSTERED = ("collector", "id", "service", "received_at", "source", "lane", "category", "severity", "outcome",
+               "anonymous", "why", "summary", "detail")
+#: The kinds of cluster (``polarity``) ``clusters list --kind`` takes.
+KINDS = ("problem", "request", "praise")
 #: The statuses ``clusters list --status`` takes (merged clusters live on only as pointers).
 LISTED_STATUSES = ("open", "ignored", "fixed", "wont_fix")
 AS_OF_HELP = ("Figures as of this instant (UTC unless it says): reports received before it count, and this week is "
@@ -154,10 +160,15 @@ def clusters_list(
     status: Annotated[str | None, typer.Option(
         "--status", help=f"Only clusters of this status: {' | '.join(LISTED_STATUSES)}.")] = None,
     source: SourceOption = None,
+    kind: Annotated[str | None, typer.Option(
+        "--kind", help=f"Only clusters of this kind: {' | '.join(KINDS)} (the kind column).")] = None,
+    unclustered: Annotated[bool, typer.Option(
+        "--unclustered", help="List the reports in no cluster instead, each with why (problems first).")] = False,
 ) -> None:
-    """Clusters by ranking score, with distinct accounts (and who reported), trend and the rest
-    of the demand; ignored ones only with ``--all`` or ``--status ignored``; ``--source``
-    counts only one tier's reports."""
+    """Clusters by ranking score, with their kind (problem, request, praise), distinct accounts
+    (and who reported), trend and the rest of the demand; ignored ones only with ``--all`` or
+    ``--status ignored``; ``--source`` counts only one tier's reports. ``--unclustered`` lists
+    the reports no cluster holds, so that none goes unread."""
     import orjson
     import polars as pl
     from rich.table import Table
@@ -169,8 +180,13 @@ def clusters_list(
         raise UserError(f"--view must be one of: {', '.join(VIEWS)} (got {view!r})")
     if status is not None and status not in LISTED_STATUSES:
         raise UserError(f"--status must be one of: {', '.join(LISTED_STATUSES)} (got {status!r})")
+    if kind is not None and kind not in KINDS:
+        raise UserError(f"--kind must be one of: {', '.join(KINDS)} (got {kind!r})")
     sources = source_filter(source)
     cfg = load_config(config)
+    if unclustered:
+        _list_unclustered(cfg, as_of, sources, limit, as_json)
+        return
     with open_warehouse(cfg) as warehouse:
         frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days, sources=sources)
         drafts = cluster_drafts(warehouse)
@@ -183,6 +199,8 @@ def clusters_list(
         frame = frame.filter(pl.col("status") == status)
     elif not all_:
         frame = frame.filter(pl.col("status") != "ignored")
+    if kind is not None:
+        frame = frame.filter(pl.col("polarity") == kind)
     if limit:
         frame = frame.head(limit)
     frame = frame.join(drafts, on="cluster_id", how="left", maintain_order="left")
@@ -192,9 +210,10 @@ def clusters_list(
         return
     table = Table("id", "service", "kind", "label", "accounts", "a/r/h", "this wk", "last wk", "reports", "trend",
                   "score", caption=(
-                      f"this week: {week}, Monday 00:00 UTC to {counted_to:%Y-%m-%d %H:%M} UTC · a/r/h: the accounts "
-                      "that reported as agents / runtimes / humans · review: low confidence, not drafted "
-                      "automatically (clusters show ID)"))
+                      f"this week: {week}, Monday 00:00 UTC to {counted_to:%Y-%m-%d %H:%M} UTC · trend: this week's "
+                      "accounts against last week's · a/r/h: the accounts that reported as agents / runtimes / humans "
+                      "· review: low confidence, not drafted automatically (clusters show ID) · clusters list "
+                      "--unclustered: the reports in no cluster"))
     for row in frame.iter_rows(named=True):
         trend = "[red]regression[/]" if row["regression"] else row["trend"]
         if row["status"] != "open":
@@ -208,6 +227,37 @@ def clusters_list(
             str(row["reports"]), trend, f"{row['score']:.2f}",
         )
     out.print(table, soft_wrap=False)  # a table lays itself out in the width
+
+
+def _list_unclustered(cfg: Config, as_of: datetime | None, sources: tuple[str, ...] | None, limit: int,
+                      as_json: bool) -> None:
+    """``clusters list --unclustered``: the reports in no cluster (received before ``as_of``
+    when given), a count per service, then the reports, problems first."""
+    import orjson
+    from rich.table import Table
+
+    from ..clusters import unclustered, unclustered_services, weeks
+
+    end = weeks(as_of).as_of if as_of else None  # read as every --as-of is (UTC unless it says)
+    with open_warehouse(cfg) as warehouse:
+        rows = unclustered(warehouse, end=end, sources=sources)
+        services = unclustered_services(warehouse, end=end, sources=sources, examples=0)
+    shown = rows.head(limit) if limit else rows
+    if as_json:
+        for row in shown.select(UNCLUSTERED).iter_rows(named=True):
+            out.file.write(orjson.dumps(row, default=str).decode() + "\n")
+        return
+    if rows.is_empty():
+        out.print("no report is in no cluster: every one is in a cluster")
+        return
+    counts = ", ".join(f"{s['service'] or 'no service'} {s['reports']}" for s in services.iter_rows(named=True))
+    out.print(f"[bold]{rows.height} reports in no cluster[/] ({escape(counts)})", highlight=False)
+    table = Table("service", "received", "lane", "severity", "why", "report", "words", caption=(
+        f"{shown.height} of {rows.height} shown (-n 0: all) · clusters move REPORT --to CLUSTER puts one in a cluster"))
+    for row in shown.iter_rows(named=True):
+        table.add_row(row["service"] or "—", f"{row['received_at']:%Y-%m-%d}", row["lane"], row["severity"] or "—",
+                      row["why"], escape(f"{row['collector']}:{row['id']}"), escape((row["summary"] or "")[:160]))
+    out.print(table, soft_wrap=False)
 
 
 @clusters_app.command("show")

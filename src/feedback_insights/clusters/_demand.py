@@ -48,9 +48,9 @@ check the word against the numbers next to it:
 - ``falling``: fewer accounts this week than last week — when the week is still in progress
   (the as-of instant is before its end: mid-week, and on the default instant unless the newest
   report closed the week), fewer than last week's accounts scaled to the share of the week gone
-  by (:attr:`Weeks.elapsed`), in whole accounts (``floor(last week × elapsed)``), so a Monday
-  morning is not "falling" for lack of time; a week that is over is falling with any account
-  fewer;
+  by (:attr:`Weeks.elapsed`), rounded to whole accounts (``round(last week × elapsed)``, a half
+  rounded up), so a Monday morning is not "falling" for lack of time; a week that is over is
+  falling with any account fewer;
 - ``steady``: otherwise — as many as last week, or, in a week in progress, fewer but not short
   of last week's pace.
 
@@ -144,7 +144,7 @@ SELECT c.id AS cluster_id, c.view, c.service, c.polarity, c.status, c.label, f.*
     coalesce(d.dismissed_reports, 0) AS dismissed_reports,
     CASE WHEN f.first_seen >= $this_week THEN 'new'
          WHEN f.accounts_this_week > f.accounts_last_week THEN 'rising'
-         WHEN f.accounts_this_week < floor(f.accounts_last_week * $elapsed) THEN 'falling'
+         WHEN f.accounts_this_week < round(f.accounts_last_week * $elapsed) THEN 'falling'
          ELSE 'steady' END AS trend,
     c.status = 'fixed' AND f.last_seen > c.fixed_at AS regression,
     round(coalesce(s.score, 0), 3) AS score,

@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect
 
 from ..clusters import default_actor
 from ..config import Config
-from . import _clusters, _digests, _drafts, _login
+from . import _clusters, _digests, _drafts, _login, _unclustered
 from ._errors import DeskError
 from ._pages import page
 from ._security import COOKIE, CSP, HEADERS, Access, Sessions
@@ -55,7 +55,7 @@ def create_app(config: Config, host: str, token: str | None, lock_wait: float = 
         turns=Turns(config.warehouse.path, lock_wait),
     )
     app.mount("/static", StaticFiles(packages=[("feedback_insights.desk", "static")]), name="static")
-    for module in (_login, _drafts, _clusters, _digests):
+    for module in (_login, _drafts, _clusters, _unclustered, _digests):
         app.include_router(module.router)
     app.add_api_route("/", lambda: RedirectResponse("/drafts", status_code=303), methods=["GET"], include_in_schema=False)
     app.middleware("http")(_guard)

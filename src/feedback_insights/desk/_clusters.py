@@ -1,6 +1,7 @@
-"""The clusters' pages: the demand table, one cluster with its reports, and the corrections
-(merge, split, move, ignore, unignore): the library functions ``clusters …`` calls, recorded
-with the reviewer and the time, and followed through to the drafts."""
+"""The clusters' pages: the demand table (problems, requests and praise apart), one cluster
+with its reports, and the corrections (merge, split, move, ignore, unignore, and attaching a
+cluster to the issue it is possibly the same as): the library functions ``clusters …`` calls,
+recorded with the reviewer and the time, and followed through to the drafts."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from . import _forms
 from ._errors import NotFound, Refused
 from ._pages import page as render
 from ._pages import web_link
+from ._possibly import possibly
 from ._security import Posted, session_of
 
 router = APIRouter()
@@ -68,12 +70,26 @@ _ACTIONS = """SELECT action, cluster_id, other_id, records, reason, actor, acted
               WHERE cluster_id = ? OR other_id = ? ORDER BY id"""
 #: The most reports one cluster page lists.
 REPORTS_SHOWN = 500
+#: The kinds of cluster (their polarity) the desk lists apart, in this order, with their
+#: headings; a polarity not named here follows under its own name.
+KINDS = {"problem": "Problems", "request": "Requests", "praise": "Praise"}
+#: A cluster's filed issue, the one an attach merges into.
+_FILED = "SELECT issue_number, issue_url FROM drafts WHERE cluster_id = ? AND status = 'filed' ORDER BY id LIMIT 1"
+
+
+def by_kind(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``rows`` (each with a ``polarity``) in one list per kind, headed, in :data:`KINDS`' order
+    then any other polarity's; each list keeps the rows' order, and no list is empty."""
+    kinds = [*KINDS, *sorted({row["polarity"] for row in rows} - set(KINDS))]
+    return [(KINDS.get(kind, kind.capitalize()), chosen) for kind in kinds
+            if (chosen := [row for row in rows if row["polarity"] == kind])]
 
 
 @router.get("/clusters")
 def table(request: Request, view: str = "reports", status: str = "", service: str = "", review: str = "") -> Response:
-    """The demand table: distinct accounts this week, last week and in all, reports, trend,
-    confidence and the cluster's issue."""
+    """The demand table, one per kind (problems, requests, praise): distinct accounts this week,
+    last week and in all, reports, trend, confidence, the cluster's issue, and the issue it is
+    possibly the same as."""
     chosen_view = _forms.choice("view", view, VIEWS) or "reports"
     chosen = _forms.choice("status", status, STATUSES)
     needs = _forms.choice("review", review, ("yes", "no"))
@@ -81,6 +97,7 @@ def table(request: Request, view: str = "reports", status: str = "", service: st
     with desk.turns.open() as warehouse:
         frame = demand(warehouse, view=chosen_view, half_life_days=desk.config.demand.half_life_days)
         drafts = cluster_drafts(warehouse)
+        hints = possibly(warehouse, desk.config)
     week = frame["week"][0] if frame.height else None
     services = sorted(s for s in frame["service"].unique().to_list() if s) if frame.height else []
     if frame.height:
@@ -93,8 +110,9 @@ def table(request: Request, view: str = "reports", status: str = "", service: st
         if needs is not None:
             frame = frame.filter(pl.col("needs_review") == (needs == "yes"))
         frame = frame.join(drafts, on="cluster_id", how="left", maintain_order="left")
-    rows = [row | {"issue_link": web_link(row.get("issue_url"))} for row in frame.to_dicts()]
-    return render(request, "clusters.html.j2", clusters=rows, week=week, services=services, views=VIEWS,
+    rows = [row | {"issue_link": web_link(row.get("issue_url")), "possibly": hints.get(row["cluster_id"], [])}
+            for row in frame.to_dicts()]
+    return render(request, "clusters.html.j2", kinds=by_kind(rows), shown=len(rows), week=week, services=services, views=VIEWS,
                   statuses=STATUSES, chosen={"view": chosen_view, "status": status, "service": service, "review": review})
 
 
@@ -112,11 +130,13 @@ def cluster(request: Request, cluster_id: ClusterId) -> Response:
         reports = _rows(warehouse, _REPORTS, [cluster_id])
         neighbours = _rows(warehouse, _NEIGHBOURS, [found["view"], found["service"], cluster_id])
         actions = _rows(warehouse, _ACTIONS, [cluster_id, cluster_id])
+        hints = possibly(warehouse, desk.config).get(cluster_id, [])
     return render(
         request, "cluster.html.j2", cluster=found, figures=figures.row(0, named=True) if figures.height else None,
         drafts=[d | {"issue_link": web_link(d["issue_url"])} for d in drafted],
         reports=reports[:REPORTS_SHOWN], more=max(0, len(reports) - REPORTS_SHOWN), actions=actions,
         mergeable=[n for n in neighbours if n["polarity"] == found["polarity"]], targets=neighbours,
+        possibly=hints,
     )
 
 
@@ -162,6 +182,26 @@ def unignore(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
                     lambda _: f"cluster {cluster_id} is open again")
 
 
+@router.post("/clusters/{cluster_id}/attach")
+def attach(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """"Attach to #503" instead of filing: this cluster merged into ``into``, a cluster with a
+    filed issue (:func:`merge_clusters`: its reports count for that issue from now on, its own
+    draft is superseded, nothing new is filed). Refused when ``into`` has no filed issue."""
+    into, why = _forms.identifier(form, "into"), _forms.reason(form)
+    issue: list[str] = []  # the issue's name, once read in the warehouse's turn
+
+    def filed_then_merged(config: Config, warehouse: Warehouse, who: str, llm: ChatClient | None) -> Correction:
+        filed = _rows(warehouse, _FILED, [into])
+        if not filed:
+            raise CorrectionError(f"cluster {into} has no filed issue to attach to: merge the clusters instead")
+        number, url = filed[0]["issue_number"], filed[0]["issue_url"]
+        issue.append(f"#{number}" if number is not None else url)
+        return merge_clusters(config, warehouse, into, cluster_id, who, why or f"possibly the same as {issue[0]}", llm)
+
+    return _correct(request, cluster_id, filed_then_merged, lambda _: f"attached cluster {cluster_id} to {issue[0]}: "
+                    f"its reports are cluster {into}'s now, and nothing new is filed", then=into)
+
+
 @router.post("/clusters/{cluster_id}/draft")
 def draft(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
     """``drafts create``: a cluster the drafting stage leaves (it needs review, or has too few
@@ -181,9 +221,11 @@ def draft(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
 Action = Callable[[Any, Warehouse, str, ChatClient | None], Correction]
 
 
-def _correct(request: Request, cluster_id: int, action: Action, headline: Callable[[Correction], str]) -> Response:
+def _correct(request: Request, cluster_id: int, action: Action, headline: Callable[[Correction], str],
+             then: int | None = None) -> Response:
     """Run a correction as ``clusters …`` does (LLM-assisted re-rendering when ``[llm]`` is
-    configured), then show what it did to the drafts on the cluster's page."""
+    configured), then show what it did to the drafts on the cluster's page (``then``'s when
+    given: the cluster it went into)."""
     desk = request.app.state.desk
     who = desk.access.reviewer(session_of(request))
     with _llm(desk.config) as client, desk.turns.open() as warehouse:
@@ -193,7 +235,7 @@ def _correct(request: Request, cluster_id: int, action: Action, headline: Callab
         except CorrectionError as exc:
             raise Refused(str(exc), back=f"/clusters/{cluster_id}") from None
     session_of(request).flash = [headline(done), *done.lines()]
-    return RedirectResponse(f"/clusters/{cluster_id}", status_code=303)
+    return RedirectResponse(f"/clusters/{then or cluster_id}", status_code=303)
 
 
 def _llm(config: Config) -> AbstractContextManager[ChatClient | None]:

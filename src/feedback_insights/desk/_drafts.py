@@ -1,5 +1,7 @@
-"""The drafts' pages: the queue, one draft as GitHub will show it beside its evidence and
-history, and the review actions. Every action is the library function ``drafts …`` calls."""
+"""The drafts' pages: the queue (problems and requests apart), one draft as GitHub will show it
+beside its evidence and history, and the review actions. Every action is the library function
+``drafts …`` calls. A draft whose problem an issue already tracks says so, with the evidence and
+a form to attach it instead (:mod:`._possibly`)."""
 
 from __future__ import annotations
 
@@ -29,8 +31,10 @@ from ..drafts import (
 )
 from ..warehouse import Warehouse
 from . import _forms
+from ._clusters import by_kind
 from ._errors import BadInput, NotFound, Refused
 from ._pages import gfm, page, web_link
+from ._possibly import possibly
 from ._security import Posted, session_of
 
 router = APIRouter()
@@ -42,21 +46,26 @@ LABELS_CHARS = 2000
 #: The most reports the evidence column lists (the rest are counted).
 EVIDENCE_SHOWN = 50
 QUOTE_CHARS = 600
+#: Each draft's cluster's kind (polarity), by which the queue lists them apart.
+_KINDS = "SELECT id AS cluster_id, polarity FROM clusters"
 
 
 @router.get("/drafts")
 def queue(request: Request, service: str = "", status: str = "", review: str = "") -> Response:
-    """Pending first, then by their cluster's distinct accounts; filtered by service, status
-    and whether the cluster needs review."""
+    """One list per kind of cluster (problems, requests), pending first, then by their
+    cluster's distinct accounts; filtered by service, status and whether the cluster needs
+    review; a draft possibly the same as a filed issue is marked."""
     chosen = _forms.choice("status", status, DRAFT_STATUSES)
     needs = _forms.choice("review", review, ("yes", "no"))
     desk = request.app.state.desk
     with desk.turns.open() as warehouse:
-        rows = list_drafts(warehouse, chosen, desk.config.demand.half_life_days).to_dicts()
+        drafts = list_drafts(warehouse, chosen, desk.config.demand.half_life_days)
+        rows = drafts.join(warehouse.con.sql(_KINDS).pl(), on="cluster_id", how="left", maintain_order="left").to_dicts()
+        hints = possibly(warehouse, desk.config)
     services = sorted({r["service"] for r in rows if r["service"]})
-    shown = [r for r in rows if (not service or r["service"] == service)
+    shown = [r | {"possibly": hints.get(r["cluster_id"], [])} for r in rows if (not service or r["service"] == service)
              and (needs is None or r["needs_review"] == (needs == "yes"))]
-    return page(request, "drafts.html.j2", drafts=shown, total=len(rows), services=services, statuses=DRAFT_STATUSES,
+    return page(request, "drafts.html.j2", kinds=by_kind(shown), shown=len(shown), total=len(rows), services=services, statuses=DRAFT_STATUSES,
                 chosen={"service": service, "status": status, "review": review})
 
 
@@ -68,13 +77,14 @@ def draft(request: Request, draft_id: DraftId) -> Response:
         actions = history(warehouse, draft_id)
         figures = demand(warehouse, half_life_days=desk.config.demand.half_life_days).filter(cluster_id=found["cluster_id"])
         inputs = draft_input(warehouse, figures.row(0, named=True)) if figures.height else None
+        hints = possibly(warehouse, desk.config).get(found["cluster_id"], [])
     reports = inputs.reports if inputs else []
     return page(
         request, "draft.html.j2", draft=found, body=gfm(found["body"]), actions=actions,
         figures=figures.row(0, named=True) if figures.height else None,
         evidence=[_evidence(r, desk.config.drafts.links) for r in reports[:EVIDENCE_SHOWN]],
         more=max(0, len(reports) - EVIDENCE_SHOWN), issue_url=web_link(found["issue_url"]),
-        limits={"title": MAX_TITLE, "workaround": MAX_WORKAROUND, "body": MAX_BODY},
+        limits={"title": MAX_TITLE, "workaround": MAX_WORKAROUND, "body": MAX_BODY}, possibly=hints,
     )
 
 
