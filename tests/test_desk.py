@@ -121,7 +121,8 @@ def test_every_page_renders_with_the_strict_headers(client: TestClient, warehous
     with Warehouse(warehouse) as wh:
         (cluster_id,) = wh.con.execute("SELECT cluster_id FROM drafts WHERE id = ?", [draft_id]).fetchone() or (0,)
     pages = ["/drafts", "/drafts?status=pending&review=no", f"/drafts/{draft_id}", "/clusters",
-             "/clusters?status=all&view=goals", f"/clusters/{cluster_id}", "/digests", "/digests/2026-W48"]
+             "/clusters?status=all&view=goals", f"/clusters/{cluster_id}", "/unclustered",
+             "/unclustered?service=pags-console", "/digests", "/digests/2026-W48"]
     for url in pages:
         response = client.get(url)
         assert response.status_code == 200, (url, alert_of(response.text))

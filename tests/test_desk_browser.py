@@ -16,7 +16,7 @@ from playwright.sync_api import ConsoleMessage, Dialog, Page, expect
 from feedback_insights.clusters import cluster_new_records
 from feedback_insights.config import Config, FileDropConfig
 from feedback_insights.desk import create_app
-from feedback_insights.drafts import draft_cluster, get_draft, history
+from feedback_insights.drafts import draft_cluster, get_draft, history, lookalikes
 from feedback_insights.ingest import ingest
 from feedback_insights.signals import score_new_records
 from feedback_insights.warehouse import Warehouse
@@ -232,7 +232,41 @@ def test_a_hostile_report_runs_nothing(page: Page, hostile: tuple[Config, int, i
     assert watched == []
 
 
-PAGES = ("/drafts", "/drafts/{draft}", "/clusters", "/clusters/{cluster}", "/digests", "/digests/2026-W48")
+def test_a_draft_possibly_the_same_as_a_filed_issue_is_attached_to_it(page: Page, desk: str, warehouse: Path,
+                                                                      watched: list[str]) -> None:
+    """The issue's case: the desk proposed drafts for #503's problem without saying so."""
+    with Warehouse(warehouse) as wh:
+        found = lookalikes(wh, desk_config(warehouse))
+        cluster, (like, *_) = max(found.items(), key=lambda item: item[1][0].told)
+        (draft,) = wh.con.execute("SELECT id FROM drafts WHERE cluster_id = ? AND status = 'pending'",
+                                  [cluster]).fetchall()[0]
+        (words,) = wh.con.execute("SELECT summary FROM records WHERE collector || ':' || id = ?",
+                                  [like.examples[0]]).fetchall()[0]
+    issue = f"#{like.issue_number}"
+    page.goto(f"{desk}/drafts")
+    row = page.locator("tr", has=page.locator(f'a[href="/drafts/{draft}"]'))
+    expect(row).to_contain_text(f"possibly the same as {issue}")
+    row.locator(f'a[href="/drafts/{draft}"]').first.click()
+    hint = page.locator("section.possibly")
+    expect(hint.get_by_role("heading")).to_have_text(f"Possibly the same as {issue}")
+    expect(hint.get_by_role("link", name=issue)).to_have_attribute("href", like.issue_url or "")
+    expect(hint).to_contain_text(f"{like.told} of {like.reports} reports of this cluster would be told they are {issue}")
+    expect(hint).to_contain_text(f"similarity {like.similarity:.2f}")
+    expect(hint).to_contain_text(words)  # the evidence: the closest report's own words
+    hint.get_by_role("button", name=f"Attach to {issue}").click()
+    expect(page).to_have_url(f"{desk}/clusters/{like.cluster_id}")
+    expect(page.locator(".flash")).to_contain_text(f"attached cluster {cluster} to {issue}")
+    with Warehouse(warehouse) as wh:
+        assert get_draft(wh, draft)["status"] == "superseded"  # nothing new is filed
+        assert wh.con.execute("SELECT status, merged_into FROM clusters WHERE id = ?", [cluster]).fetchall() == [
+            ("merged", like.cluster_id)]
+    page.goto(f"{desk}/drafts")
+    expect(page.locator("tr", has=page.locator(f'a[href="/drafts/{draft}"]'))).not_to_contain_text("possibly")
+    assert watched == []
+
+
+PAGES = ("/drafts", "/drafts/{draft}", "/clusters", "/clusters/{cluster}", "/unclustered", "/digests",
+         "/digests/2026-W48")
 
 
 @pytest.mark.parametrize("width", [390, 1280])
