@@ -29,6 +29,57 @@ PROBLEMS = sorted({t["problem"] for t in TRUTH if not t["invalid"] and t["proble
 _BY_LINE = ("sep2369.jsonl", "afp_submissions.jsonl")
 
 
+#: Per planted problem: (thing terms, symptom term groups); a title passes when it holds one
+#: thing term and one term of every symptom group.
+GOLD: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
+    "acme.hiring_role_filter": (("/companies/search", "company search", "search"),
+                                (("filter", "param", "query", "queryable"), ("hiring", "role", "job"))),
+    "acme.export_400_no_field": (("/contacts/export", "export"),
+                                 (("400", "bad request", "invalid_request", "validation"),
+                                  ("field", "param", "which", "details", "generic", "no hint", "opaque"))),
+    "acme.pagination_cursor_repeats": (("cursor", "paginat", "page"),
+                                       (("repeat", "duplicate", "same", "loop", "stuck", "again", "identical"),)),
+    "acme.rate_limit_no_retry_after": (("429", "rate limit", "rate-limit", "throttl"),
+                                       (("retry-after", "retry after", "reset", "backoff", "header"),)),
+    "acme.webhook_docs_wrong_signature": (("webhook",),
+                                          (("signature", "signing", "verif", "hmac"),
+                                           ("doc", "wrong", "mismatch", "fail", "never match"))),
+    "orbit.search_files_param_confusion": (("search_files",),
+                                           (("param", "argument", "pattern", "query", "glob", "description"),)),
+    "orbit.get_record_no_batch": (("get_record",),
+                                  (("batch", "bulk", "one id", "single", "one at a time", "list of ids",
+                                    "array", "n+1", "sequential"),)),
+    "orbit.deploy_silent_failure": (("deploy",),
+                                    (("silent", "ok", "success", "swallow", "never", "didn't", "no error"),)),
+    "orbit.validate_before_create_undocumented": (("create_item",),
+                                                  (("validat",), ("undocumented", "doc", "first", "before",
+                                                                  "until", "requires", "needs", "unless"))),
+    "orbit.list_projects_truncated": (("list_projects",),
+                                      (("truncat", "capped", "cut", "50", "no pagination", "no cursor",
+                                        "incomplete", "page", "offset"),)),
+    "pags.tool_results_truncated": (("tool result", "tool output", "result", "output"),
+                                    (("truncat", "cut off", "clipped", "partial", "chopped", "cut at"),)),
+    "pags.claims_action_not_taken": (("claim", "said", "says", "told", "reported", "confirm"),
+                                     (("never", "no ", "not ", "n't", "nothing", "without"),)),
+    "pags.voice_misheard": (("voice", "dictation", "transcri", "speech", "spoken"),
+                            (("mishear", "misheard", "wrong", "garbl", "mangl", "misrecogn", "instead"),)),
+    "pags.empty_tool_calls": (("tool call", "tool_use", "function call", "tool invocation", "steps"),
+                              (("empty", "blank", "no argument", "{}", "no input"),)),
+    "pags.wrong_agent_roster": (("roster", "team", "agent list", "agents", "subordinate"),
+                                (("stale", "out of date", "wrong", "deleted", "removed", "archived", "old",
+                                  "ghost", "no longer"),)),
+}
+
+
+def named(problem: str, title: str | None) -> bool:
+    """Whether ``title`` names ``problem``'s thing and symptom (:data:`GOLD`)."""
+    if not title:
+        return False
+    things, symptoms = GOLD[problem]
+    text = title.lower()
+    return any(t in text for t in things) and all(any(s in text for s in group) for group in symptoms)
+
+
 def _same(raw: Any, stored: Any) -> bool:
     """A value as written and as stored: equal, but where the scrubber redacted a string or
     ingest pseudonymised a person (an account, an owner)."""
