@@ -185,6 +185,8 @@ def clusters_list(
     sources = source_filter(source)
     cfg = load_config(config)
     if unclustered:
+        if view != "reports":
+            raise UserError("--unclustered lists reports: every report is in the reports view (leave --view out)")
         _list_unclustered(cfg, as_of, sources, limit, as_json)
         return
     with open_warehouse(cfg) as warehouse:
