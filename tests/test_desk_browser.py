@@ -225,7 +225,7 @@ def test_a_hostile_report_runs_nothing(page: Page, hostile: tuple[Config, int, i
         # The week of the hostile reports, as the chat channel and the email show it.
         for url in (f"{desk}/digests/{HOSTILE_WEEK}", f"{desk}/digests/{HOSTILE_WEEK}/html"):
             page.goto(url)
-            expect(page.locator("body")).to_contain_text("/webhooks/deliveries: webhook retries stop")  # their card
+            expect(page.locator("body")).to_contain_text("/webhooks/deliveries: Webhook retries stop")  # their card
             assert page.locator("script").count() == 0 and page.locator("[onerror]").count() == 0
             assert page.locator('a[href^="javascript:"]').count() == 0
         assert "alert(1)" in page.locator("body").inner_text()  # the email quotes a report: as text
