@@ -20,8 +20,10 @@ from markdown_it.token import Token
 
 #: Our own hidden markers: an issue's cluster, a demand update's cluster and accounts.
 MARKER = re.compile(r"<!-- feedback-insights:(?:cluster=\d+|update=\d+:\d+) -->\n?")
-#: The structure issue_body.md.j2 writes outside quotes (a bullet list under "Affected" too).
-TEMPLATE_HEADINGS = ("What agents reported", "Demand", "Affected", "Representative reports", "Suggested by agents", "Evidence")
+#: The structure issue_body.md.j2 (a problem) and issue_request.md.j2 (a feature request) write
+#: outside quotes (a bullet list under "Affected" too).
+TEMPLATE_HEADINGS = ("What agents reported", "Demand", "Affected", "Representative reports", "Suggested by agents", "Evidence",
+                     "What agents asked for", "What they suggested", "Why they asked", "The requests")
 TEMPLATE_TABLES = 2
 TEMPLATE = {"headings": TEMPLATE_HEADINGS, "tables": TEMPLATE_TABLES}
 _ACTIONS = {

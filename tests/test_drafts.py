@@ -32,6 +32,7 @@ from feedback_insights.drafts import (
     save_edit,
 )
 from feedback_insights.drafts._render import TITLE_CHARS, normalise_title
+from feedback_insights.drafts._stage import DRAFTED
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import sample_copy
@@ -42,6 +43,10 @@ LINKS = EvidenceLinks(
     trace_id="https://console.example/trace?id={trace_id}",
     session_id="https://console.example/sessions/{session_id}",
 )
+
+
+#: The sources whose reports a body says were observed, not written.
+OBSERVED = ("server_observed", "runtime_observed")
 
 
 def _config(path: Path, **drafts: object) -> Config:
@@ -82,7 +87,7 @@ def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse)
     figures = demand(warehouse)
     over = {
         row["cluster_id"]: row["needs_review"] for row in figures.iter_rows(named=True)
-        if row["polarity"] == "problem" and row["status"] == "open" and crosses_threshold(row, config.drafts)
+        if row["polarity"] in DRAFTED and row["status"] == "open" and crosses_threshold(row, config.drafts)
     }
     expected = {cluster for cluster, review in over.items() if not review}
     assert len(expected) >= 10  # the sample's planted problems
@@ -99,11 +104,13 @@ def test_clusters_over_the_threshold_get_exactly_one_draft(warehouse: Warehouse)
     assert {d["cluster_id"]: d["issue_url"] for d in attached} == by_hand and len(run.attached) == len(by_hand)
     assert all(d["status"] == "filed" and cluster_of(d["body"]) == d["cluster_id"] for d in attached)
     assert all(d["status"] == "pending" and d["drafted_by"] == "template" for d in drafts)
-    # Praise and goal themes never become issues; a blocking cluster needs only 2 accounts.
+    # Praise and goal themes never become issues; problems and requests do, a request as a
+    # feature request with its own label; a blocking cluster needs only 2 accounts.
     kinds = warehouse.con.execute(
-        "SELECT DISTINCT c.view, c.polarity FROM drafts d JOIN clusters c ON c.id = d.cluster_id"
+        """SELECT DISTINCT c.view, c.polarity, d.labels FROM drafts d JOIN clusters c ON c.id = d.cluster_id
+           WHERE d.drafted_by <> 'hand' ORDER BY ALL"""
     ).fetchall()
-    assert kinds == [("reports", "problem")]
+    assert kinds == [("reports", "problem", ["agent-feedback"]), ("reports", "request", ["agent-feedback", "enhancement"])]
     again = draft_clusters(config, warehouse)
     assert again.drafted == again.refreshed == again.attached == [] and _drafts(warehouse) == drafts
 
@@ -122,7 +129,10 @@ def test_a_body_carries_demand_attribution_quotes_and_evidence_links(warehouse: 
         body, row = draft["body"], figures[draft["cluster_id"]]
         assert cluster_of(body) == draft["cluster_id"]
         inputs = draft_input(warehouse, row)
-        assert f"{_who(warehouse, draft['cluster_id'])} from **{row['accounts']} accounts** reported" in body
+        request = row["polarity"] == "request"
+        said = "asked for this in" if request else "reported this problem with"
+        assert f"{_who(warehouse, draft['cluster_id'])} from **{row['accounts']} accounts** {said} **{row['service']}**" in body
+        assert ("## What agents asked for" in body) == request and ("## Representative reports" in body) != request
         html = MarkdownIt("gfm-like").render(body)
         demand_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", html, re.DOTALL).group(1)
         cells = re.findall(r"<td[^>]*>(.*?)</td>", demand_row)
@@ -133,8 +143,10 @@ def test_a_body_carries_demand_attribution_quotes_and_evidence_links(warehouse: 
         ).fetchall()[0]
         quoted = inputs.reports[: config.drafts.quoted_reports]
         assert len(quoted) == min(distinct, config.drafts.quoted_reports)
-        for report in quoted:  # each attributed by its source
-            assert f"\n{neutralise.attribution(report)} ({neutralise.inline(report['id'])}, " in body
+        for report in quoted:  # each attributed by its source (an agent or a person asked for a request)
+            who = (f"{neutralise.reporter(report)} asked" if request and report["source"] not in OBSERVED
+                   else neutralise.attribution(report))
+            assert f"\n{who} ({neutralise.inline(report['id'])}, " in body
         # Every link in the body is one of ours, built from the URL templates.
         assert active_elements(body, allowed_link=lambda href: href.startswith("https://console.example/"), **TEMPLATE) == []
 
@@ -322,14 +334,16 @@ def test_a_maintainer_drafts_only_live_problem_clusters(warehouse: Warehouse) ->
     warehouse.con.execute("UPDATE clusters SET status = 'ignored' WHERE id = ?", [ignored])
     with pytest.raises(DraftError, match="no cluster 99999"):
         draft_cluster(config, warehouse, 99999, "maria")
-    with pytest.raises(DraftError, match="praise cluster: only problems are drafted"):
+    with pytest.raises(DraftError, match="praise cluster: only problems and requests are drafted"):
         draft_cluster(config, warehouse, kinds["praise/reports"], "maria")
     with pytest.raises(DraftError, match="goal theme cluster"):
         draft_cluster(config, warehouse, kinds["problem/goals"], "maria")
     with pytest.raises(DraftError, match=f"cluster {ignored} is ignored: clusters unignore {ignored} first"):
         draft_cluster(config, warehouse, ignored, "maria")
-    # Under the threshold is the maintainer's call.
+    # Under the threshold is the maintainer's call; a request is drafted as a feature request.
     assert get_draft(warehouse, draft_cluster(config, warehouse, small, "maria"))["cluster_id"] == small
+    request = get_draft(warehouse, draft_cluster(config, warehouse, kinds["request/reports"], "maria"))
+    assert request["labels"] == ["agent-feedback", "enhancement"] and "## What agents asked for" in request["body"]
 
 
 def test_titles_are_the_clusters_name_tool_or_endpoint_then_symptom(warehouse: Warehouse) -> None:

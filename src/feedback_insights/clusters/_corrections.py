@@ -152,8 +152,8 @@ class Moved:
 def move(warehouse: Warehouse, record_ids: list[str], to: int, actor: str, reason: str | None = None,
          then: Then | None = None) -> Moved:
     """Move reports (``id`` or ``collector:id``, clustered or not) into cluster ``to`` of the same
-    view and service, of either polarity: a report a maintainer reads as praise may join a
-    praise cluster and the other way round. Services never mix (their issues go to different
+    view and service, of any polarity: a report a maintainer reads as praise may join a praise
+    cluster, one they read as a feature request a request cluster, and the other way round. Services never mix (their issues go to different
     repositories). A cluster left with no member is merged into ``to`` (its id still resolves)."""
     target = _cluster(warehouse, to)
     con = warehouse.con

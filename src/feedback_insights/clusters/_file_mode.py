@@ -21,6 +21,7 @@ from ..config import ClusteringConfig
 from ..ingest import UNPARSED, read_items
 from ._algorithm import background, place
 from ._embedding import Embedder, record_text
+from ._stage import POLARITY_BY_LANE
 from ._versions import version, with_overrides
 
 
@@ -68,7 +69,7 @@ def _row(obj: dict, where: str, text_field: str, id_field: str) -> dict:
         "id": str(record_id),
         "text": text.strip() if text and text.strip() else None,
         "service": obj.get("service") if isinstance(obj.get("service"), str) else None,
-        "polarity": "praise" if obj.get("lane") == "positive_feedback" else "problem",
+        "polarity": POLARITY_BY_LANE.get(lane, "problem") if isinstance(lane := obj.get("lane"), str) else "problem",
     }
 
 

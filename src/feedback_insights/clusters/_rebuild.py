@@ -40,7 +40,7 @@ from ..warehouse import Warehouse, registered, transaction
 from ._algorithm import background, place
 from ._assist import StageAssist
 from ._embedding import Embedder, embed_with_cache, text_sha256
-from ._stage import _POLARITY, VIEWS, describe
+from ._stage import VIEWS, describe, polarity_sql
 from ._versions import ClusteringVersion, recorded_version, version, with_overrides
 
 #: Called inside a rebuild's transaction with each cluster that lost its place and its
@@ -150,7 +150,7 @@ def _plan(warehouse: Warehouse, embedder: Embedder, target: ClusteringVersion, v
     """Re-cluster one view in memory and map the new clusters onto the old."""
     con = warehouse.con
     text = target.text_sql(view)
-    reports = con.sql(_REPORTS.format(polarity=_POLARITY, text=text), params={"view": view}).pl()
+    reports = con.sql(_REPORTS.format(polarity=polarity_sql(view), text=text), params={"view": view}).pl()
     with_text = reports.filter(pl.col("text").is_not_null())
     texts = assist.texts(con, with_text, view) if assist and with_text.height else with_text.get_column("text").to_list()
     vectors = embed_with_cache(con, embedder, texts) if texts else np.empty((0, embedder.dimensions), np.float32)
@@ -233,7 +233,7 @@ def _apply(warehouse: Warehouse, plan: _Plan, view: str, target: ClusteringVersi
     with registered(con, "plan_members", plan.members.to_arrow()), registered(con, "plan_fresh", fresh.to_arrow()):
         created = con.sql(
             f"""SELECT f.new, nextval('cluster_ids')::BIGINT AS cluster_id, any_value(r.service) AS service,
-                       any_value({_POLARITY}) AS polarity
+                       any_value({polarity_sql(view)}) AS polarity
                 FROM plan_fresh f JOIN plan_members p USING (new) JOIN records r USING (collector, id)
                 GROUP BY f.new ORDER BY f.new DESC"""
         ).pl()
@@ -257,6 +257,16 @@ def _apply(warehouse: Warehouse, plan: _Plan, view: str, target: ClusteringVersi
                FROM plan_members p LEFT JOIN plan_ids i USING (new)
                WHERE m.view = ? AND m.collector = p.collector AND m.id = p.id""",
             [now, view],
+        )
+        # An old id taken by a cluster of another partition moves with it: a warehouse clustered
+        # before feature requests had a partition of their own keeps their clusters' ids.
+        con.execute(
+            f"""UPDATE clusters c SET service = n.service, polarity = n.polarity, updated_at = ?
+                FROM (SELECT i.cluster_id, any_value(r.service) AS service, any_value({polarity_sql(view)}) AS polarity
+                      FROM plan_members p JOIN plan_ids i USING (new) JOIN records r USING (collector, id)
+                      WHERE p.new < -1 GROUP BY i.cluster_id) n
+                WHERE c.id = n.cluster_id AND (c.service IS DISTINCT FROM n.service OR c.polarity <> n.polarity)""",
+            [now],
         )
     summary = plan.summary
     summary.merged = {old: ids.get(into, into) for old, into in summary.merged.items()}

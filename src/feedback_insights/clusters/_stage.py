@@ -1,8 +1,9 @@
 """The clustering stage: embed new records, place them in clusters with stable ids, label.
 
-Two views share the machinery: ``reports`` (duplicate reports of one problem, or one thing
-agents praise) and ``goals`` (what agents were trying to do that the product could not do).
-Records are partitioned by service and polarity; no cluster ever spans two partitions.
+Two views share the machinery: ``reports`` (duplicate reports of one problem, one thing agents
+ask for, or one thing they praise) and ``goals`` (what agents were trying to do that the product
+could not do). Records are partitioned by service and polarity (:func:`polarity_sql`); no cluster
+ever spans two partitions.
 
 A run only looks at records it has not placed yet and at earlier records that joined nothing.
 Those are first offered to the existing clusters (:func:`place`); what stays
@@ -50,7 +51,22 @@ VIEWS = ("reports", "goals")
 LABEL_FIELDS = ("summary", "detail", "expected", "actual")
 
 
-_POLARITY = "CASE WHEN r.lane = 'positive_feedback' THEN 'praise' ELSE 'problem' END"
+#: The reports view's polarity of each lane that is not a problem: praise (never drafted) and a
+#: request (a suggestion is demand, drafted as a feature request, not as a bug). Every other
+#: lane is a problem.
+POLARITY_BY_LANE = {"positive_feedback": "praise", "feature_request": "request"}
+_REPORTS_POLARITY = (
+    "CASE r.lane " + " ".join(f"WHEN '{lane}' THEN '{p}'" for lane, p in POLARITY_BY_LANE.items()) + " ELSE 'problem' END"
+)
+_GOALS_POLARITY = "CASE WHEN r.lane = 'positive_feedback' THEN 'praise' ELSE 'problem' END"
+
+
+def polarity_sql(view: str) -> str:
+    """The SQL of a record's (``r``) polarity in ``view``: in the reports view its lane's
+    (:data:`POLARITY_BY_LANE`); in the goals view praise or problem, because what an agent asking for a
+    capability was trying to do is as much a goal the product could not serve as a bug's."""
+    return _REPORTS_POLARITY if view == "reports" else _GOALS_POLARITY
+
 
 _PENDING = """
 SELECT r.collector, r.id, r.service, {polarity} AS polarity, {text} AS text, m.id IS NULL AS fresh
@@ -158,8 +174,9 @@ def _run_view(
     con = warehouse.con
     settings = version.settings
     text = version.text_sql(view)
-    only = f"AND {_POLARITY} = 'problem' AND {text} IS NOT NULL" if view == "goals" else ""
-    pending = con.sql(_PENDING.format(polarity=_POLARITY, text=text, only=only), params={"view": view}).pl()
+    polarity = polarity_sql(view)
+    only = f"AND {polarity} = 'problem' AND {text} IS NOT NULL" if view == "goals" else ""
+    pending = con.sql(_PENDING.format(polarity=polarity, text=text, only=only), params={"view": view}).pl()
     summary.considered[view] = pending.height
     if pending.is_empty():
         return
@@ -362,7 +379,7 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     for service, polarity in partitions:
         texts = con.sql(
             _DESCRIBE_TEXTS.format(text=text_sql(view, fields=LABEL_FIELDS if view == "reports" else None),
-                                   polarity=_POLARITY, own_words=own_words_sql("r")),
+                                   polarity=polarity_sql(view), own_words=own_words_sql("r")),
             params={"view": view, "service": service, "polarity": polarity},
         ).pl()
         terms.update(key_terms(texts))
@@ -375,7 +392,7 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     unnamed = [i for i in ids if i not in names]
     phrases = pl.concat(candidates).filter(pl.col("cluster").is_in(unnamed))
     names.update(phrase_names(phrases, centroids, {i: main_tools.get(i) for i in unnamed}, vectors_of))
-    confidences = stored_confidence(con, model, view, ids, _POLARITY, held=held)
+    confidences = stored_confidence(con, model, view, ids, polarity_sql(view), held=held)
     now = now_utc()
     rows = pa.table(
         {

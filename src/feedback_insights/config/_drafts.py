@@ -119,12 +119,16 @@ assert set(EvidenceLinks.model_fields) <= set(LINK_PLACEHOLDERS), "every linked 
 
 
 class DraftsConfig(Strict):
-    """When a cluster of problem reports becomes a drafted issue, and what the draft shows."""
+    """When a cluster of problem reports or of feature requests becomes a drafted issue, and
+    what the draft shows."""
 
     min_accounts: int = Field(3, ge=1, description="distinct accounts a cluster needs for a draft")
     min_accounts_blocking: int = Field(2, ge=1, description="… when one of its reports is blocking")
     refresh_growth: float = Field(0.5, gt=0, description="redraft when accounts grew by this fraction")
     labels: list[Label] = Field(["agent-feedback"], description="labels every drafted issue carries")
+    request_labels: list[Label] = Field(
+        ["enhancement"], description="labels a drafted feature request carries too (GitHub's own label for one)"
+    )
     suggested_labels: list[Label] = Field(
         ["bug", "enhancement", "documentation"], description="labels an LLM may add (others are dropped)"
     )

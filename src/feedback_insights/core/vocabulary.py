@@ -10,7 +10,10 @@ severity (:func:`severity_of`: a name or the spec's 1–5 scale) and a satisfact
 
 The source tiers (:data:`SOURCE_TIERS`) group the canonical ``source`` by who reported; the
 sentiment scorer (:func:`sentiment`) is here because both ingest (the lane derivation) and the
-signals stage read tone, and ingest sits below the signals stage.
+signals stage read tone, and ingest sits below the signals stage. So are the request phrases
+(:func:`asks_for_change`): where a dialect leaves the lane to the words, a report that asks for
+a change is a feature request ("Please add a CSV export option" reads positive, but it is demand,
+not praise), and praise read from words alone (:func:`reads_as_praise`) must ask for nothing.
 """
 
 from __future__ import annotations
@@ -252,6 +255,12 @@ def satisfaction_of(value: object) -> int | None:
 
 #: VADER's own cut-off (Hutto & Gilbert 2014): a compound at or below -0.05 is negative.
 NEGATIVE_TONE = -0.05
+#: How positive words must read, with nothing negative, negated or contrasted in them, to be praise
+#: where the dialect's default is a complaint (an in-session row without a sentiment). Chosen on the
+#: human-rated sentiment corpus (``../shared/data/sentiment.jsonl``), not on the sample: the lowest
+#: of the cuts measured (0.05, 0.3, 0.5, 0.7) at which at most 1 in 20 negative texts reads as
+#: praise (``benchmarks/lanes.py`` prints the table).
+PRAISE_TONE = 0.5
 
 
 def is_praise(category: str | None, outcome: str | None, satisfaction: int | None, text: str) -> bool:
@@ -262,13 +271,29 @@ def is_praise(category: str | None, outcome: str | None, satisfaction: int | Non
     positive sentiment. The sentiment is the agent's own satisfaction score when it gave one
     (4 or 5): its verdict on the interaction, which a lexicon's reading of its words does not
     overrule. Without a score it is the tone of its words (summary and detail): praise unless
-    they read negative (a success "after 3 retries and a 500" is friction, not praise).
+    they read negative (a success "after 3 retries and a 500" is friction, not praise). A report
+    that also asks for something is a request (:func:`is_request`), which :func:`derive_lane`
+    puts first.
     """
     if outcome != "success" or category not in (None, "other"):
         return False
     if satisfaction is not None:
         return satisfaction >= 4
     return sentiment(text) > NEGATIVE_TONE
+
+
+def is_request(category: str | None, outcome: str | None, text: str, suggestion: object = None) -> bool:
+    """Whether a report that names no lane is a feature request: it names no friction category
+    (none or ``other``), its task did not fail, and it asks for a change, in its words
+    (:func:`asks_for_change`: "Please add a CSV export option") or, on a task that went fine, in
+    a suggestion field of its own (a fix proposed for a task that ended well is a suggestion).
+
+    A failed task's "please add" is the remedy for a failure: that report is a bug, as before.
+    """
+    if category not in (None, "other") or OUTCOME_CLASS.get(outcome or "") == "failed":
+        return False
+    offered = isinstance(suggestion, str) and bool(suggestion.strip()) and OUTCOME_CLASS.get(outcome or "") == "ok"
+    return offered or asks_for_change(text)
 
 
 def sep2369_summary(category: str, subcategory: str | None, tool: str | None) -> str:
@@ -291,12 +316,16 @@ _LANE_BY_CATEGORY = {
 }
 
 
-def derive_lane(category: str | None, outcome: str | None, positive: bool = False) -> str:
+def derive_lane(category: str | None, outcome: str | None, positive: bool = False, request: bool = False) -> str:
     """The AFS rule for a report that names no lane: from its category, outcome and sentiment.
 
-    Praise wins; then the category's own lane; for the rest (errors, auth, pagination, rate
-    limits, other) a task that failed is a bug, anything else is friction.
+    A request wins (a suggestion is demand, whatever its tone: ``request`` is the dialect's
+    reading, :func:`is_request` for most); then praise; then the category's own lane; for the
+    rest (errors, auth, pagination, rate limits, other) a task that failed is a bug, anything
+    else is friction.
     """
+    if request:
+        return "feature_request"
     if positive:
         return "positive_feedback"
     lane = _LANE_BY_CATEGORY.get(category or "")
@@ -455,8 +484,86 @@ def sentiment_lexicon() -> dict[str, float]:
 MAX_TONE_CHARS = 3000
 
 
+def _scores(text: str) -> dict[str, float]:
+    """VADER's scores (compound, and the shares of negative, neutral and positive words) on the
+    domain-extended lexicon, after the rewrites."""
+    scores: dict[str, float] = _analyzer().polarity_scores(_TONE_REWRITES.sub(_as_lexicon_tokens, text[:MAX_TONE_CHARS]))
+    return scores
+
+
 def sentiment(text: str) -> float:
     """-1.0 (frustrated) … 1.0 (positive): VADER's compound on the domain-extended lexicon."""
-    rewritten = _TONE_REWRITES.sub(_as_lexicon_tokens, text[:MAX_TONE_CHARS])
-    compound: float = _analyzer().polarity_scores(rewritten)["compound"]
-    return compound
+    return _scores(text)["compound"]
+
+
+# --- how agents and people ask: requests ---------------------------------------------------------
+#
+# "Please add a CSV export option" reads positive to a lexicon ("please" is a kind word), so tone
+# alone files a suggestion as praise. These are the phrasings that ask for a change; a report that
+# uses one is demand (a feature request) where its dialect leaves the lane to its words.
+
+#: Verbs that ask for a capability ("add", "support", …), after "please", "could you", "should".
+_WANT = r"add|support|include|expose|allow|provide|offer|implement|introduce|enable|extend|accept|return|make|let"
+#: What a capability is called when a report says it wants one, or that there is none.
+_THING = r"option|way|setting|flag|param(?:eter)?|endpoint|filter|field|mode|toggle|feature|tool|method|variant"
+#: Verbs that start a sentence as an imperative suggestion ("Add a hiring_role filter."), the
+#: ones that are not also the nouns a report starts with ("Document upload …", "Accept header …").
+_IMPERATIVE = r"add|expose|allow|provide|offer|implement|introduce|include|enable|extend|consider|make|let(?!['’]s| me| us know)|support(?! (?:for|is|was|has|of|team)\b)"
+#: The phrasings of a request (case-insensitive, on the report's own words with each run of
+#: whitespace made one space).
+REQUEST_PHRASES = re.compile(
+    "|".join(
+        [
+            rf"\bplease,? (?:{_WANT}|consider|document)\b",
+            r"\b(?:would|'d|’d) (?:be )?(?:really |very |so |super )?(?:nice|great|good|helpful|useful|handy|awesome|better|ideal|lovely|cool) (?:if|to)\b",
+            r"\bwould (?:really |greatly )?help (?:if|to)\b",
+            r"\b(?:i|we)(?:['’]d| would) (?:really )?(?:love|like|prefer|appreciate) (?:to (?:see|have|get|be able)|an?\b|the (?:option|ability)|support|it if|if)",
+            r"\b(?:i|we) wish\b",
+            rf"\b(?:could|can|would|will) (?:you|they|we) (?:please )?(?:{_WANT}|consider)\b",
+            rf"\bshould (?:also )?(?:support|accept|allow|offer|expose|provide|include|have an? (?:{_THING}))\b",
+            r"\b(?:feature|enhancement) request\b|\bnice[ -]to[ -]have\b",
+            rf"\bwould be an? (?:nice|great|welcome|useful|good) (?:addition|improvement|{_THING})\b",
+            rf"\b(?:add|adding|need|needs|needed|want|wants|wanted|missing) (?:support for|an? (?:{_THING})s? (?:to|for)\b)",
+            rf"\bno (?:{_THING})s? (?:to|for)\b",
+            rf"(?:^|[.!?;:] )(?:{_IMPERATIVE}) (?=\S)",
+        ]
+    ),
+    re.IGNORECASE,
+)
+
+
+def asks_for_change(text: str) -> bool:
+    """Whether the words ask for a change (:data:`REQUEST_PHRASES`): "please add", "it would be
+    nice if", "could you support", "no option to", an imperative "Add …" opening a sentence."""
+    return REQUEST_PHRASES.search(" ".join(text[:MAX_TONE_CHARS].split())) is not None
+
+
+@cache
+def _negation() -> re.Pattern[str]:
+    """VADER's own negations ("not", "never", "without", "isn't" …) with "no", and the words
+    that turn a sentence round ("but", "though", "however", "except")."""
+    from vaderSentiment.vaderSentiment import NEGATE
+
+    words = sorted({*NEGATE, "no", "but", "though", "although", "however", "except"}, key=len, reverse=True)
+    return re.compile(r"(?<![\w'’])(?:" + "|".join(map(re.escape, words)) + r")(?![\w'’])|n['’]t\b", re.IGNORECASE)
+
+
+def reads_as_praise(text: str) -> bool:
+    """Whether words alone are praise where the default is a complaint: clearly positive
+    (:data:`PRAISE_TONE`), with no negative word, nothing negated or turned round by a "but",
+    and asking for nothing. "Nice, the issue it filed had everything the dev needed" is;
+    "Claims success without calling any tool" (a word of success, negated) is not."""
+    scores = _scores(text)
+    return (
+        scores["compound"] >= PRAISE_TONE
+        and scores["neg"] == 0
+        and _negation().search(text[:MAX_TONE_CHARS]) is None
+        and not asks_for_change(text)
+    )
+
+
+def reads_as_complaint(text: str) -> bool:
+    """Whether the words report something wrong: a negative tone, a negative word, or something
+    negated or turned round ("it doesn't", "no marker", "…, but")."""
+    scores = _scores(text)
+    return scores["compound"] <= NEGATIVE_TONE or scores["neg"] > 0 or _negation().search(text[:MAX_TONE_CHARS]) is not None

@@ -28,7 +28,7 @@ from ..core import resource_dir, shared_schemas
 from . import neutralise
 from ._inputs import DraftInput, agent_of, pointers, turn
 from ._llm import ChatClient, LLMError
-from ._render import normalise_title, render_body, render_title
+from ._render import is_feature_request, normalise_title, render_body, render_title
 
 #: The report fields an LLM is shown, in this order.
 PROMPT_FIELDS = ("category", "outcome", "severity", "tool", "summary", "detail", "expected", "actual", "suggestion")
@@ -60,8 +60,14 @@ class Draft:
         return {"title": self.title, "body": self.body, "labels": self.labels}
 
 
+def labels(draft: DraftInput, settings: DraftsConfig) -> list[str]:
+    """The labels every drafted issue carries, and a feature request's own beside them."""
+    own = settings.request_labels if is_feature_request(draft) else []
+    return list(dict.fromkeys([*settings.labels, *own]))
+
+
 def template_draft(draft: DraftInput, settings: DraftsConfig) -> Draft:
-    return Draft(render_title(draft), render_body(draft, settings), list(settings.labels))
+    return Draft(render_title(draft), render_body(draft, settings), labels(draft, settings))
 
 
 # -- prompts -----------------------------------------------------------------------------------
@@ -159,7 +165,7 @@ def llm_draft(draft: DraftInput, settings: DraftsConfig, client: ChatClient) -> 
             return Draft(
                 title=normalise_title(answer["title"]),
                 body=render_body(draft, settings, llm_summary=answer["summary"], llm_model=client.config.model),
-                labels=list(dict.fromkeys([*settings.labels, *answer["labels"]])),
+                labels=list(dict.fromkeys([*labels(draft, settings), *answer["labels"]])),
                 drafted_by="llm",
                 llm_model=client.config.model,
                 calls=calls,

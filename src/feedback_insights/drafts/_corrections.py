@@ -44,7 +44,7 @@ from ._compose import llm_draft, template_draft
 from ._inputs import draft_input
 from ._llm import ChatClient
 from ._marker import MARKER_LINE, marker
-from ._stage import _cited, _drafts_by_cluster, _store, record_action
+from ._stage import DRAFTED, _cited, _drafts_by_cluster, _store, record_action
 
 #: Draft statuses whose text is still to be filed: a correction re-renders or re-opens them.
 _UNFILED = ("pending", "approved")
@@ -194,8 +194,9 @@ def _absorbed(warehouse: Warehouse, absorbed: list[int], into: int, actor: str, 
     drafts = _drafts_by_cluster(warehouse)
     survivor = drafts.get(into)
     con, now = warehouse.con, now_utc()
-    # Only a problem cluster has a draft: one moved into praise is superseded by nothing.
-    (is_problem,) = con.execute("SELECT polarity = 'problem' FROM clusters WHERE id = ?", [into]).fetchall()[0]
+    # Only a problem or request cluster has a draft: one moved into praise is superseded by nothing.
+    (draftable,) = con.execute("SELECT list_contains(?, polarity) FROM clusters WHERE id = ?",
+                                  [list(DRAFTED), into]).fetchall()[0]
     for cluster_id in absorbed:
         drafted = drafts.get(cluster_id)
         if drafted is None:
@@ -211,7 +212,7 @@ def _absorbed(warehouse: Warehouse, absorbed: list[int], into: int, actor: str, 
             record_action(warehouse, survivor["id"], "survived a merge", actor,
                           {"why": why["why"], "duplicate": drafted["issue_url"]})
             done.duplicates.append((drafted["issue_url"], survivor["issue_url"]))
-        elif survivor is None and is_problem and drafted["status"] in _UNFILED:
+        elif survivor is None and draftable and drafted["status"] in _UNFILED:
             # The survivor has no draft: this one becomes its draft, its marker following.
             con.execute("UPDATE drafts SET cluster_id = ?, body = ?, updated_at = ? WHERE id = ?",
                         [into, MARKER_LINE.sub(marker(into), drafted["body"], count=1), now, drafted["id"]])

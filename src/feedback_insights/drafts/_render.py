@@ -86,6 +86,26 @@ def _environment(markdown: bool = True) -> jinja2.Environment:
     return env
 
 
+def is_feature_request(draft: DraftInput) -> bool:
+    """Whether the draft is of a request cluster (lane feature_request): drafted as a feature
+    request, with its own body and labels, not as a bug."""
+    return draft.demand.get("polarity") == "request"
+
+
+def _goals(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reports among ``reports`` with a goal of their own, one per goal (case and spacing
+    folded): why they asked. Drawn from the quoted reports only, so that the body cites no
+    record beyond those (an erasure finds the draft by them)."""
+    seen: set[str] = set()
+    picked = []
+    for report in reports:
+        goal = " ".join(str(report.get("goal") or "").split()).lower()
+        if goal and goal not in seen:
+            seen.add(goal)
+            picked.append(report)
+    return picked
+
+
 def _reporters(draft: DraftInput) -> str:
     return neutralise.reporters(r.get("source") for r in draft.reports)
 
@@ -97,7 +117,7 @@ def render_update(draft: DraftInput, was: int, settings: DraftsConfig) -> str:
     comment = _environment().get_template("issue_update.md.j2").render(
         marker=Markdown(update_marker(draft.cluster_id, draft.demand["accounts"])),
         d=draft.demand, was=was, newest=newest, limit=settings.quote_chars,
-        who=_reporters(draft), link=link, facts=_facts(link),
+        who=_reporters(draft), link=link, facts=_facts(link), asked=is_feature_request(draft),
     )
     return re.sub(r"\n{3,}", "\n\n", comment).rstrip("\n") + "\n"
 
@@ -125,8 +145,10 @@ def normalise_title(text: str, limit: int = TITLE_CHARS) -> str:
 def render_body(
     draft: DraftInput, settings: DraftsConfig, llm_summary: str | None = None, llm_model: str | None = None
 ) -> str:
-    """The issue body. One GitHub would refuse as too long (escaping can grow a text
-    five-fold) is rendered again with shorter quotes, then with one report and no evidence."""
+    """The issue body: a problem's (``issue_body.md.j2``) or a feature request's
+    (``issue_request.md.j2``: what was asked for and why). One GitHub would refuse as too long
+    (escaping can grow a text five-fold) is rendered again with shorter quotes, then with one
+    report and no evidence."""
     limit = settings.quote_chars
     body = _render_body(draft, settings, limit, llm_summary, llm_model)
     while len(body) > MAX_BODY and limit > 80:
@@ -175,7 +197,9 @@ def _render_body(
     evidence = draft.evidence()
     shown = evidence[: settings.evidence_rows]
     link = _link(settings.links)
-    body = _environment().get_template("issue_body.md.j2").render(
+    quoted = draft.reports[: settings.quoted_reports]
+    template = "issue_request.md.j2" if is_feature_request(draft) else "issue_body.md.j2"
+    body = _environment().get_template(template).render(
         link=link,
         facts=_facts(link),
         who=_reporters(draft),
@@ -187,7 +211,8 @@ def _render_body(
         key_terms=draft.key_terms[:5],
         llm_summary=llm_summary,
         llm_model=llm_model,
-        quoted=draft.reports[: settings.quoted_reports],
+        quoted=quoted,
+        goals=_goals(quoted),
         suggestions=draft.suggestions(settings.suggestions),
         evidence=shown,
         more_evidence=max(0, len(evidence) - settings.evidence_rows),

@@ -1,6 +1,7 @@
 """The drafting stage: clusters that cross the demand threshold get one drafted issue each.
 
-A problem cluster (reports view, status open) is drafted when it has at least
+A problem cluster or a request cluster (reports view, status open: :data:`DRAFTED`; a request's
+draft is a feature request, with its own body and labels) is drafted when it has at least
 ``drafts.min_accounts`` distinct accounts, or ``drafts.min_accounts_blocking`` when one of its
 reports is blocking. A cluster never gets a second draft: when it grows materially (its
 accounts grow by ``refresh_growth``, or its first blocking report arrives) a pending draft that
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 PIPELINE_ACTOR = "feedback-insights"
+#: The polarities drafted: problems, and requests (as feature requests). Praise never is.
+DRAFTED = ("problem", "request")
 
 
 #: A GitHub issue's address, as an in-session row filed by hand records it.
@@ -52,7 +55,7 @@ FROM cluster_members m
 JOIN records r USING (collector, id)
 JOIN clusters c ON c.id = m.cluster_id
 WHERE m.view = 'reports' AND r.status = 'filed' AND regexp_full_match(r.issue_url, 'https?://[^[:space:]<>"]+')
-  AND c.polarity = 'problem' AND c.status <> 'merged'
+  AND list_contains($drafted, c.polarity) AND c.status <> 'merged'
 GROUP BY m.cluster_id ORDER BY m.cluster_id
 """
 
@@ -122,7 +125,7 @@ def redraft_erased(config: Config, warehouse: Warehouse) -> DraftRun:
 
 class DraftError(ValueError):
     """A cluster a maintainer asked to draft that cannot be drafted (unknown, merged, ignored,
-    not a problem of the reports view, without a live report, or drafted already)."""
+    praise or a goal theme, without a live report, or drafted already)."""
 
 
 _DRAFTABLE = "SELECT view, polarity, status, merged_into FROM clusters WHERE id = ?"
@@ -140,9 +143,9 @@ def draft_cluster(
     view, polarity, status, merged_into = found[0]
     if status == "merged":
         raise DraftError(f"cluster {cluster_id} was merged into {merged_into}: drafts create {merged_into}")
-    if view != "reports" or polarity != "problem":
+    if view != "reports" or polarity not in DRAFTED:
         raise DraftError(f"cluster {cluster_id} is a {'goal theme' if view != 'reports' else 'praise'} cluster: "
-                         "only problems are drafted")
+                         "only problems and requests are drafted")
     if status == "ignored":
         raise DraftError(f"cluster {cluster_id} is ignored: clusters unignore {cluster_id} first")
     drafted = _drafts_by_cluster(warehouse).get(cluster_id)
@@ -175,7 +178,7 @@ def _draft(
         _attach_filed_by_hand(warehouse, figures, _drafts_by_cluster(warehouse), run)
     existing = _drafts_by_cluster(warehouse)
     run.to_edit = sorted(d["id"] for d in existing.values() if d["stale"] and d["edited"] and d["status"] != "filed")
-    for row in figures.filter((figures["polarity"] == "problem") & (figures["status"] == "open")).iter_rows(named=True):
+    for row in figures.filter(figures["polarity"].is_in(DRAFTED) & (figures["status"] == "open")).iter_rows(named=True):
         drafted = existing.get(row["cluster_id"])
         erased = drafted is not None and drafted["stale"]
         if erased_only and not erased or not _needs_draft(row, drafted, settings):
@@ -287,7 +290,7 @@ def _attach_filed_by_hand(
     is that issue (status ``filed``, drafted_by ``hand``), so collectors' known_issue points at
     it and the digest lists it as filed. A draft not filed yet is attached the same way."""
     demand_of = {row["cluster_id"]: row for row in figures.iter_rows(named=True)}
-    for cluster_id, url in warehouse.con.execute(_FILED_BY_HAND).fetchall():
+    for cluster_id, url in warehouse.con.execute(_FILED_BY_HAND, {"drafted": list(DRAFTED)}).fetchall():
         drafted = existing.get(cluster_id)
         if drafted is not None and drafted["status"] in ("filed", "rejected"):
             continue

@@ -10,12 +10,20 @@ Mapping (AFP ``type`` → canonical category and lane)::
     bug                    → incorrect_response    bug_or_failure
     unclear_documentation  → docs_mismatch         docs_feedback
     unexpected_response    → incorrect_response    schema_feedback
-    unhelpful_error        → unhelpful_error       by outcome (blocked → bug_or_failure, else friction)
+    unhelpful_error        → unhelpful_error       by outcome (below)
     performance            → rate_limit_or_timeout by outcome
-    other                  → other                 positive_feedback when outcome is completed,
-                                                   else by outcome
+    other                  → other                 by outcome
 
-AFP has no praise type; an ``other`` report on a completed task is the nearest thing to it.
+The schema defines each outcome: ``blocked`` (the task could not be completed) → bug_or_failure;
+``degraded`` (completed, but worse or slower) → friction; ``completed`` ("completed fine; the
+feedback is a suggestion") → feature_request. AFP has no praise type, and §6 limits reports to
+what prevented or complicated the task, so agents file praise as ``other`` on a completed task:
+such a report that asks for nothing (no ``suggestion``, no request in its ``message``:
+:func:`~feedback_insights.core.vocabulary.asks_for_change`) is praise, and so is a completed
+``unhelpful_error`` or ``performance`` report whose words clearly praise
+(:func:`~feedback_insights.core.vocabulary.reads_as_praise`). An ``other`` report of a task
+not blocked (degraded, or no outcome) that asks for a change is a feature request too
+(:func:`~feedback_insights.core.vocabulary.is_request`); without an outcome the rest is friction.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, SchemaSet, compact, jsontext, schemas_dir
-from ...core.vocabulary import derive_lane
+from ...core.vocabulary import asks_for_change, derive_lane, is_request, reads_as_praise
 from .._envelope import is_enveloped
 from .._envelope import payload as payload  # the dialect's payload(): the body inside a record
 from .common import Origin
@@ -81,13 +89,23 @@ def body_size_problem(body: Any, max_bytes: int, size: int | None, where: str = 
     return Problem(where, f"body is {actual} bytes; the limit is {max_bytes} bytes")
 
 
+def _lane_by_outcome(category: str, outcome: str | None, message: str, suggestion: str | None) -> str:
+    """The lane of a report whose type leaves it to the outcome (module docstring)."""
+    if outcome != "completed":
+        return derive_lane(category, outcome, request=is_request(category, outcome, message))
+    if suggestion and suggestion.strip() or asks_for_change(message):
+        return "feature_request"
+    praise = category == "other" or reads_as_praise(message)
+    return "positive_feedback" if praise else "feature_request"
+
+
 def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
     record = obj if is_enveloped(obj) else {}
     body = obj["feedback"] if record else obj
     category, lane = TYPE_MAP[body["type"]]
     outcome = body.get("outcome")
     if lane is None:
-        lane = derive_lane(category, outcome, positive=body["type"] == "other" and outcome == "completed")
+        lane = _lane_by_outcome(category, outcome, body["message"], body.get("suggestion"))
     return [
         {
             "id": record.get("id") or origin.fallback_id,

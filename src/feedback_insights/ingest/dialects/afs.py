@@ -5,9 +5,13 @@ enumerated fields go through :func:`~feedback_insights.core.vocabulary.near_miss
 may also be a number on the spec's one integer scale (5 → blocking … 1–2 → low, as for
 SEP-2369) and a satisfaction score a numeric string ("4"); only values that fold to nothing
 recognisable are problems. ``feedback_type`` (the lane) is derived "from category, outcome, and
-sentiment" when omitted (:func:`~feedback_insights.core.vocabulary.is_praise`: the satisfaction
-score, else the tone of the summary and detail). The body may arrive bare or in the collector
-envelope.
+sentiment" when omitted: a report with no friction category on a task that did not fail is a
+``feature_request`` ("a capability, field, mode, or endpoint the agent wanted") when it asks for
+one — in its summary or detail ("Please add a CSV export option"), or with a ``suggested_fix``
+on a task that succeeded (:func:`~feedback_insights.core.vocabulary.is_request`); otherwise praise
+when it succeeded with a positive sentiment (:func:`~feedback_insights.core.vocabulary.is_praise`:
+the satisfaction score, else the tone of the summary and detail); otherwise the category and
+outcome decide. The body may arrive bare or in the collector envelope.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ...core.vocabulary import (
     SEVERITY_SYNONYMS,
     derive_lane,
     is_praise,
+    is_request,
     near_miss,
     satisfaction_of,
     severity_of,
@@ -122,7 +127,8 @@ def validate_body(body: dict[str, Any]) -> list[Problem]:
 
 
 def _words(body: dict[str, Any]) -> str:
-    """What the report says happened, whose tone decides praise when no score does."""
+    """What the report says happened: whose tone decides praise when no score does, and
+    whose asking makes it a request."""
     return "\n".join(text for text in (body.get("summary"), body.get("detail")) if isinstance(text, str))
 
 
@@ -132,7 +138,11 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
     fields = {f: near_miss(body.get(f), *ENUMS[f]) for f in ENUMS} | {"severity": severity_of(body.get("severity"))}
     category, outcome = fields["category"], fields["outcome"]
     score = satisfaction_of(body.get("satisfaction_score"))
-    lane = fields["feedback_type"] or derive_lane(category, outcome, is_praise(category, outcome, score, _words(body)))
+    words = _words(body)
+    lane = fields["feedback_type"] or derive_lane(
+        category, outcome, positive=is_praise(category, outcome, score, words),
+        request=is_request(category, outcome, words, body.get("suggested_fix")),
+    )
     return [
         {
             "id": envelope.get("id") or origin.fallback_id,

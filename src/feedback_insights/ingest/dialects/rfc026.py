@@ -1,7 +1,10 @@
 """RFC-026 FEEDBACK messages: a person's thumbs-up or thumbs-down on one AI invocation.
 
-Mapping: thumbs_up → lane positive_feedback, category other, rating 5; thumbs_down → lane
-bug_or_failure, category incorrect_response, rating 1. ``app_id`` is the service,
+Mapping: thumbs_up → lane positive_feedback, category other, rating 5, or a feature request
+(lane feature_request, category missing_capability) when the comment asks for a change
+(:func:`~feedback_insights.core.vocabulary.asks_for_change`: "Great answer; it would help if it
+cited the policy"); thumbs_down → lane bug_or_failure, category incorrect_response, rating 1
+(the response failed the person; a request in its comment is the remedy). ``app_id`` is the service,
 ``pseudonym_id`` the account; the rated exchange's ``user_query`` is the goal and its
 ``ai_response_snippet`` what the person actually got. A provided ``nlp`` object is kept as
 given under ``metadata.nlp`` (later stages compute their own beside it). RFC-026 messages carry
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, shared_schemas
+from ...core.vocabulary import asks_for_change
 from .afp import body_size_problem
 from .common import Origin
 
@@ -35,8 +39,16 @@ def validate(obj: Any, max_bytes: int = DEFAULT_MAX_BYTES, size: int | None = No
     return [too_big, *problems] if too_big else problems
 
 
+#: The lane of a thumbs-up, a thumbs-up whose comment asks for something, and a thumbs-down,
+#: with the category that goes with each.
+_UP = ("positive_feedback", "other")
+_ASKS = ("feature_request", "missing_capability")
+_DOWN = ("bug_or_failure", "incorrect_response")
+
+
 def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
     up = obj["rating"] == "thumbs_up"
+    lane, category = (_ASKS if asks_for_change(obj.get("comment") or "") else _UP) if up else _DOWN
     snapshot = obj.get("context") or {}
     return [
         {
@@ -47,8 +59,8 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
             "account": obj["pseudonym_id"],
             "received_at": obj["timestamp"],
             "source": "human_authored",
-            "lane": "positive_feedback" if up else "bug_or_failure",
-            "category": "other" if up else "incorrect_response",
+            "lane": lane,
+            "category": category,
             "outcome": None,
             "severity": None,
             "summary": obj.get("comment") or None,

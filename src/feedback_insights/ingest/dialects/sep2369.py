@@ -12,6 +12,11 @@ severity may also be named, "high", or a numeric string, "4")::
     interoperability → other
     capability_gap → missing_capability
 
+The lane follows from the category as for any report that names none (capability_gap →
+feature_request; no outcome, so the rest is friction or its category's lane), except that an
+``interoperability`` item (category ``other``) whose observation asks for a change is a
+feature request (:func:`~feedback_insights.core.vocabulary.is_request`).
+
 Draft fields without a canonical home (subcategory, confusedWith, confusedWithExternal,
 onDemand, cadence, rollupMetrics, sessionMetrics …) are kept intact under
 ``metadata.sep2369``. SEP feedback is the agent runner's own end-of-session analysis, so its
@@ -28,6 +33,7 @@ from ...core.vocabulary import (
     CATEGORY_SYNONYMS,
     SEVERITIES,
     derive_lane,
+    is_request,
     near_miss,
     sep2369_summary,
     severity_of,
@@ -144,7 +150,7 @@ def _record(
         or params(obj).get("generatedAt")
         or origin.received_at,
         "source": "runtime_observed",
-        "lane": derive_lane(category, None),
+        "lane": derive_lane(category, None, request=is_request(category, None, item.get("observation") or "")),
         "category": category,
         "outcome": None,
         "severity": severity_of(item.get("severity")),

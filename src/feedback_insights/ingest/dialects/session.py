@@ -4,10 +4,16 @@ A person's complaint (or an agent's ``record_feedback`` call) about one turn, ca
 pointers (trace_id, message_id, session_id, timeline_seq) and snapshots (target/prompt text),
 because a pointer alone dangles and a snapshot alone loses the tool calls.
 
-Mapping: ``sentiment`` good → lane positive_feedback, rating 5; bad or absent → lane
-bug_or_failure, category incorrect_response, rating 1 for bad (the seed defines feedback as
-"the class where the platform is at fault"). ``author`` user → source human_authored, agent →
-agent_authored. The row's triage ``status`` and ``issue_url`` are the record's own fields: the
+Mapping: the seed defines feedback as "the class where the platform is at fault", so a row is
+a bug (lane bug_or_failure, category incorrect_response) unless it says otherwise. ``sentiment``
+bad → bug, rating 1; good → rating 5 and praise (positive_feedback, category other), or a
+feature request (feature_request, category missing_capability) when its words ask for a change
+(:func:`~feedback_insights.core.vocabulary.asks_for_change`: the chip says the turn went well, the
+words what the person wants next). The sentiment is optional, so a row without one takes its lane
+from its words: a request when they ask for a change and report nothing wrong
+(:func:`~feedback_insights.core.vocabulary.reads_as_complaint`), praise when they clearly praise
+(:func:`~feedback_insights.core.vocabulary.reads_as_praise`), else a bug. ``author`` user →
+source human_authored, agent → agent_authored. The row's triage ``status`` and ``issue_url`` are the record's own fields: the
 SQL source reads them again when the row changes, and filing writes back to them.
 """
 
@@ -19,6 +25,7 @@ from typing import Any
 import orjson
 
 from ...core import DEFAULT_MAX_BYTES, CanonicalRecord, Problem, compact, depth_problem, join_path, shared_schemas
+from ...core.vocabulary import asks_for_change, reads_as_complaint, reads_as_praise
 from .common import Origin
 
 ORDER = 40
@@ -63,13 +70,29 @@ def validate(obj: Any, max_bytes: int = DEFAULT_MAX_BYTES, size: int | None = No
     return problems
 
 
+#: Each lane a row can take, and the category that goes with it.
+_CATEGORY = {"positive_feedback": "other", "feature_request": "missing_capability", "bug_or_failure": "incorrect_response"}
+
+
+def _lane_of(sentiment: str | None, body: str) -> str:
+    """The row's lane, from its sentiment chip and, where that leaves it open, its words
+    (module docstring)."""
+    if sentiment == "bad":
+        return "bug_or_failure"
+    if sentiment == "good":
+        return "feature_request" if asks_for_change(body) else "positive_feedback"
+    if asks_for_change(body) and not reads_as_complaint(body):
+        return "feature_request"
+    return "positive_feedback" if reads_as_praise(body) else "bug_or_failure"
+
+
 def ms_to_iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
     turn = turn_context(obj) or {}
-    good = obj.get("sentiment") == "good"
+    lane = _lane_of(obj.get("sentiment"), obj["body"])
     rating = {"good": 5, "bad": 1}.get(obj.get("sentiment") or "")
     return [
         {
@@ -80,8 +103,8 @@ def normalise(obj: dict[str, Any], origin: Origin) -> list[CanonicalRecord]:
             "account": obj["user_id"],
             "received_at": ms_to_iso(obj["ts"]),
             "source": "agent_authored" if obj.get("author") == "agent" else "human_authored",
-            "lane": "positive_feedback" if good else "bug_or_failure",
-            "category": "other" if good else "incorrect_response",
+            "lane": lane,
+            "category": _CATEGORY[lane],
             "outcome": None,
             "severity": None,
             "summary": obj["body"],
