@@ -37,6 +37,10 @@ def _planted() -> dict[str, tuple[str, int]]:
 
 
 PLANTED = _planted()
+#: The planted problems agents filed in two partitions: as missing capabilities (feature
+#: requests) and as problems (an unknown parameter silently ignored; N+1 calls reported as slow).
+#: No cluster spans two partitions, so each comes out as a request cluster and a problem cluster.
+IN_TWO_PARTITIONS = ("acme.hiring_role_filter", "orbit.get_record_no_batch")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +79,9 @@ def _outcomes(clustered: Warehouse) -> dict[str, dict]:
         members = [i for i, c in cluster_of.items() if c == cluster_id and i in planted_of]
         foreign = Counter(planted_of[i] or "one-off" for i in members if planted_of[i] != key)
         row = figures[cluster_id]
-        whole = hits >= 0.8 * len(units[key]) and row["polarity"] == polarity
+        # A planted problem is drafted demand: a problem cluster, or a request cluster.
+        drafted = row["polarity"] in ("problem", "request") if polarity == "problem" else row["polarity"] == polarity
+        whole = hits >= 0.8 * len(units[key]) and drafted
         outcomes[key] = {
             "found": whole and not foreign and row["accounts"] == accounts,
             # One stray report (a look-alike one-off) may join, adding at most one account.
@@ -92,7 +98,7 @@ def test_planted_problems_of_agent_authored_reports_come_out_whole_with_their_ac
     separable with these embeddings (each report's 3 nearest neighbours share its problem)."""
     assert len(PLANTED) == 18
     outcomes = _outcomes(clustered)
-    separable = [k for k in PLANTED if k.startswith(("acme.", "orbit."))]
+    separable = [k for k in PLANTED if k.startswith(("acme.", "orbit.")) and k not in IN_TWO_PARTITIONS]
     report = "\n".join(f"{k}: {outcomes[k]['why']}" for k in separable)
     # Every one comes out whole (≥ 80 % of its reports in one cluster of its own) with at most
     # one stray look-alike report; most with exactly the planted distinct accounts. Measured:
@@ -101,8 +107,10 @@ def test_planted_problems_of_agent_authored_reports_come_out_whole_with_their_ac
     # and a create_item one-off (tags silently truncated) beside validate-before-create. That
     # last one joined when pags-console's complaints took in the turn they are about: their
     # vectors moved the view's shared centre (9 of 12 before, the same accounts either way).
+    # The two planted problems agents filed in two partitions are judged below (7 of the other
+    # 10 exact, as before requests had a partition of their own).
     assert all(outcomes[k]["nearly"] for k in separable), report
-    assert sum(outcomes[k]["found"] for k in separable) >= 8, report
+    assert sum(outcomes[k]["found"] for k in separable) >= 7, report
     assert len({outcomes[k]["cluster"] for k in separable}) == len(separable)
 
 
@@ -115,7 +123,9 @@ def test_planted_problems_become_one_cluster_and_one_draft(clustered: Warehouse)
     composition of ``clusters/_embedding.py``: the 10 problems of the agent-authored services
     are each one cluster and one draft of their own; the 5 of pags-console are not yet (the
     reports of one problem come out as one tight group per reply complained about, 10+6+6+4
-    for truncated tool results, and the groups are not merged), so the floor below is 10.
+    for truncated tool results, and the groups are not merged), so the floor was 10; it is 8 since
+    feature requests have a partition of their own (issue 29: two planted problems are each filed
+    both as a request and as a problem, :data:`IN_TWO_PARTITIONS`).
     Measured alternatives (issue 18): vectors combined instead of one text (the report's own
     lines and the turn lines embedded apart, ``unit(v_own + w·v_turn)``, w 0.25, 0.5, 0.7) make
     10, 11 and 11 with 2, 4 and 2 mixed drafts; the turn lines only under 8 or 12 words of the
@@ -130,8 +140,12 @@ def test_planted_problems_become_one_cluster_and_one_draft(clustered: Warehouse)
     assert len(results) == 15
     report = "\n".join(" | ".join(o.row()) for o in results)
     agent_authored = [o for o in results if o.problem.startswith(("acme.", "orbit."))]
-    assert all(o.whole for o in agent_authored), report
-    assert sum(o.whole for o in results) >= 10, report
+    assert all(o.whole for o in agent_authored if o.problem not in IN_TWO_PARTITIONS), report
+    # Filed both as feature requests and as problems: one cluster and one draft per partition
+    # (measured 27+4 and 13+10 reports), none mixed with another planted key.
+    assert all(len(o.clusters) == o.drafts == 2 and not o.mixed_with
+               for o in agent_authored if o.problem in IN_TWO_PARTITIONS), report
+    assert sum(o.whole for o in results) >= 8, report
     # No draft of an agent-authored problem takes in another planted key.
     assert not [keys for _, keys in mixed_drafts(clustered.con) if any(k.startswith(("acme.", "orbit.")) for k in keys)]
 
