@@ -13,7 +13,7 @@ from typing import Any
 import uvicorn
 
 from feedback_insights.collector import Collector, Store, create_app, hash_key, server_config
-from feedback_insights.config import CollectorConfig
+from feedback_insights.config import CollectorConfig, EmbeddingConfig
 from feedback_insights.privacy import Pseudonymiser
 
 AGENT_KEY = "agent-key-0001"
@@ -32,7 +32,7 @@ class RunningCollector:
 
 
 @contextmanager
-def running_collector(tmp_path: Path, **settings: Any) -> Iterator[RunningCollector]:
+def running_collector(tmp_path: Path, embedding: EmbeddingConfig | None = None, **settings: Any) -> Iterator[RunningCollector]:
     config = CollectorConfig(
         db=tmp_path / "collector.sqlite",
         service="acme-companies-api",
@@ -41,7 +41,7 @@ def running_collector(tmp_path: Path, **settings: Any) -> Iterator[RunningCollec
         pipeline_keys=[hash_key(PIPELINE_KEY)],
         **settings,
     )
-    collector = Collector(config, Pseudonymiser(HMAC_KEY), Store(config.db))
+    collector = Collector(config, Pseudonymiser(HMAC_KEY), Store(config.db), embedding or EmbeddingConfig())
     # As `collector serve` runs it: the same protocol, timeouts and connection cap.
     server = uvicorn.Server(server_config(create_app(collector), config, "127.0.0.1", 0))
     thread = threading.Thread(target=server.run, daemon=True)

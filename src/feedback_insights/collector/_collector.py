@@ -1,4 +1,9 @@
-"""What the routes share, and how one report is accepted: scrubbed, stored, matched."""
+"""What the routes share, and how one report is accepted: scrubbed, stored, matched.
+
+Matching by meaning needs the submission's vector, which the embedder computes off the event
+loop: accepting is a coroutine, so a request waits for its vector without holding the others
+up, and never longer than ``[collector] known_issue_wait`` (then record ids and key terms
+decide, as they do when the model is unavailable)."""
 
 from __future__ import annotations
 
@@ -7,11 +12,13 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from ..config import CollectorConfig
+from ..clusters import record_text
+from ..config import CollectorConfig, EmbeddingConfig
 from ..core import CanonicalRecord
 from ..ingest import content_hash, dialects
 from ..ingest.dialects import Origin
 from ..privacy import Pseudonymiser, Redactor
+from ._embedder import SubmissionEmbedder
 from ._http import error, now_iso
 from ._matching import KnownIssues
 from ._rate_limit import RateLimiter
@@ -45,20 +52,36 @@ def retry_key(module: str, stored: dict[str, Any], canonical: list[CanonicalReco
     return content_hash([canonical[0].get("service"), session_id, content_hash(dialects.payload(module, stored))])
 
 
-class Collector:
-    """The configuration, the store, the known issues, the limiters."""
+#: A prepared report: its dialect, as stored, and as it reads.
+_Prepared = tuple[str, dict[str, Any], list[CanonicalRecord]]
 
-    def __init__(self, config: CollectorConfig, pseudonymise: Pseudonymiser, store: Store) -> None:
+
+class Collector:
+    """The configuration, the store, the known issues, the limiters, the embedder. ``embedding``
+    is the pipeline's ``[embedding]`` (the model its published meanings are in)."""
+
+    def __init__(self, config: CollectorConfig, pseudonymise: Pseudonymiser, store: Store,
+                 embedding: EmbeddingConfig = EmbeddingConfig()) -> None:
         self.config = config
         self.pseudonymise = pseudonymise
         self.store = store
-        self.known = KnownIssues(store.known_issues())
+        self.embedder = SubmissionEmbedder(embedding)
+        self.reload_known_issues()
         self.per_account = RateLimiter(config.rate_limit_per_account)
         self.per_ip = RateLimiter(config.rate_limit_per_ip)
         store.rekey(self._stored_retry_key)  # once, for a file from before retries were rows
 
     def reload_known_issues(self) -> None:
-        self.known = KnownIssues(self.store.known_issues())
+        """Read the known issues again; the model starts loading when one has a meaning."""
+        self.known = KnownIssues(self.store.known_issues(), self.embedder.space)
+        if self.known.by_meaning(any_service=True):
+            self.embedder.start()
+
+    async def known_issues_ready(self) -> None:
+        """Once the known issues are recognised by meaning, the model is loaded (or known to be
+        unavailable): what the pipeline puts is answered by the next submission."""
+        if self.known.by_meaning(any_service=True):
+            await self.embedder.ready()
 
     def limited(self, account: str | None, ip: str) -> Response | None:
         """Count one submission (or failed authentication: ``account`` None) against the
@@ -77,14 +100,14 @@ class Collector:
         429 once the address is over it."""
         return _too_many(self.per_ip.wait(ip, time.monotonic()), "Too many failed authentications") or refusal
 
-    def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None] | None:
+    async def accept(self, envelope: dict[str, Any], module: str) -> tuple[str, bool, dict[str, Any] | None] | None:
         """Scrub, store and match an agent's report in the collector envelope: its id (the first
         report's, for a retry, which is stored as a row of its own), whether it is a new report,
         and the known issue it belongs to; None when the pipeline erased it before (not stored)."""
-        return self.accept_batch([(envelope, module)], owner=None)[0]
+        return (await self.accept_batch([(envelope, module)], owner=None))[0]
 
-    def accept_batch(self, envelopes: list[tuple[dict[str, Any], str]],
-                     owner: str | None) -> list[tuple[str, bool, dict[str, Any] | None] | None]:
+    async def accept_batch(self, envelopes: list[tuple[dict[str, Any], str]],
+                           owner: str | None) -> list[tuple[str, bool, dict[str, Any] | None] | None]:
         """:meth:`accept` for records in the collector envelope with their dialects, stored in one
         transaction as ``owner``'s (the hash of the ingest key that forwarded them); raises
         :class:`~._store.Conflict` (nothing stored) for an id already stored with other content.
@@ -94,8 +117,10 @@ class Collector:
         stored = self.store.add_batch([(record, retry_key(module, record, canonical))
                                        for module, record, canonical in prepared], owner,
                                       [self.erasure_marks(record) for _, record, _ in prepared])
-        return [None if answer is None else (answer[0], answer[1], self._known(module, record, canonical, answer[0]))
-                for (module, record, canonical), answer in zip(prepared, stored, strict=True)]
+        known = await self._known([(item, answer[0]) for item, answer in zip(prepared, stored, strict=True)
+                                   if answer is not None])
+        return [None if answer is None else (answer[0], answer[1], known.pop(0))
+                for answer in stored]
 
     def erasure_marks(self, stored: dict[str, Any]) -> Marks:
         """The erasure ledger's marks of a record as stored (scrubbed, its account a pseudonym):
@@ -116,13 +141,29 @@ class Collector:
         scrubbed = Redactor(self.pseudonymise).value(envelope)
         return scrubbed, dialects.dialect(module).normalise(scrubbed, _origin(scrubbed))
 
-    def _known(self, module: str, record: dict[str, Any], canonical: list[CanonicalRecord],
-               record_id: str) -> dict[str, Any] | None:
-        """The known issue a stored report belongs to; a retry's is its first report's, the id
-        known issues list (``record_id``, what the retry is answered with)."""
-        if record_id != record["id"]:
-            canonical = dialects.dialect(module).normalise({**record, "id": record_id}, _origin(record))
-        return self.known.match(canonical)
+    async def _known(self, stored: list[tuple[_Prepared, str]]) -> list[dict[str, Any] | None]:
+        """The known issue each stored report belongs to; a retry's is its first report's, the id
+        known issues list (the id it is answered with). The reports of a service with a known
+        issue recognised by meaning are embedded first, together."""
+        known = self.known
+        reports = []
+        for (module, record, canonical), record_id in stored:
+            if record_id != record["id"]:
+                canonical = dialects.dialect(module).normalise({**record, "id": record_id}, _origin(record))
+            reports.append(canonical)
+        texts = [record_text(dict(r)) if known.by_meaning(r.get("service")) else None for rs in reports for r in rs]
+        vectors: list[Any] | None = None  # None: matched by record ids and terms only
+        if any(text is not None for text in texts):
+            wanted = [text for text in texts if text]
+            embedded = await self.embedder.vectors(wanted, self.config.known_issue_wait) if wanted else []
+            if embedded is not None:
+                found = iter(embedded)
+                vectors = [next(found) if text else None for text in texts]
+        answers, start = [], 0
+        for canonical in reports:
+            answers.append(known.match(canonical, None if vectors is None else vectors[start : start + len(canonical)]))
+            start += len(canonical)
+        return answers
 
     def delete(self, record_id: str, by: str | None) -> bool:
         """Delete a record and those of its retries ``by`` may delete (an ingest key's hash: what

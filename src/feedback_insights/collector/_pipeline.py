@@ -50,7 +50,8 @@ def router(collector: Collector) -> APIRouter:
                 responses=openapi.answers({200: ("Replaced", known_issue), 201: ("Created", known_issue)},
                                           (400, 401, 413, 415, 429), MAX_KNOWN_ISSUE_BYTES))
     async def put_known_issue(issue_id: IssueId, request: Request) -> Response:
-        """Create or replace a known issue and how to recognise it."""
+        """Create or replace a known issue and how to recognise it. With a meaning, answered once
+        the collector's model is loaded, so the next submission is matched by it."""
         body, refused = await read_json(request, MAX_KNOWN_ISSUE_BYTES)
         if refused:
             return refused
@@ -62,6 +63,7 @@ def router(collector: Collector) -> APIRouter:
         match = body.pop("match", {})
         created = store.put_known_issue(body, match, now_iso())
         collector.reload_known_issues()
+        await collector.known_issues_ready()
         return json_response({**body, "match": match}, 201 if created else 200)
 
     listing = {"type": "object", "required": ["known_issues"], "properties": {"known_issues": {"type": "array", "items": known_issue}}}

@@ -114,7 +114,7 @@ def router(collector: Collector) -> APIRouter:
             else:
                 valid.append((position, record, module))
         try:
-            stored = collector.accept_batch([(record, module) for _, record, module in valid], owner=key)
+            stored = await collector.accept_batch([(record, module) for _, record, module in valid], owner=key)
         except Conflict as conflict:
             return _conflict(conflict, valid[conflict.position][0])
         for (position, record, _), answer in zip(valid, stored, strict=True):

@@ -107,7 +107,7 @@ async def submit(collector: Collector, request: Request, read: BodyReader, choic
     if module == "sep2369":
         # service, account and received_at are for a receiver to attach: never an agent's claim.
         submission = {k: v for k, v in sep2369.params(body).items() if k not in ("service", "account", "received_at")}
-    accepted = collector.accept({**envelope, "feedback": submission}, module)
+    accepted = await collector.accept({**envelope, "feedback": submission}, module)
     if accepted is None:
         # The pipeline erased this account's same report at its owner's request: not stored again.
         if answer_id is not None:

@@ -25,6 +25,9 @@ class CollectorConfig(Strict):
     rate_limit_per_account: int = Field(600, ge=0, description="submissions per minute; 0 = no limit")
     rate_limit_per_ip: int = Field(1200, ge=0,
                                    description="submissions and failed authentications per minute; 0 = no limit")
+    known_issue_wait: float = Field(0.5, gt=0, le=30, description="seconds a submission waits for its vector (the "
+                                    "embedder's backlog) before it is matched to known issues by record id and key "
+                                    "terms only")
     # Slow clients: uvicorn bounds none of these by itself (collector/_server.py).
     header_timeout: float = Field(10.0, gt=0, description="seconds to send a request line and headers, from "
                                   "connecting (or from the next request's first byte on a kept-alive connection)")

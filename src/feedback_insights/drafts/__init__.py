@@ -27,6 +27,7 @@ from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
 from ._llm import ChatClient, LLMError
 from ._lookalikes import Lookalike, lookalikes
 from ._marker import cluster_of, marker, update_marker
+from ._meaning import Meaning, cluster_meanings, recognised, vector_space
 from ._preview import PreviewError, preview_input, read_records
 from ._render import MAX_BODY, Markdown, render_body, render_emptied, render_title, render_update
 from ._review import (
@@ -76,10 +77,12 @@ __all__ = [
     "LLMError",
     "Lookalike",
     "Markdown",
+    "Meaning",
     "PreviewError",
     "ReviewError",
     "approve",
     "cluster_drafts",
+    "cluster_meanings",
     "cluster_of",
     "crosses_threshold",
     "draft_cluster",
@@ -104,6 +107,7 @@ __all__ = [
     "preview_input",
     "prompt_messages",
     "read_records",
+    "recognised",
     "record_action",
     "redraft_erased",
     "reject",
@@ -117,4 +121,5 @@ __all__ = [
     "unmerge_cluster",
     "template_draft",
     "update_marker",
+    "vector_space",
 ]

@@ -17,7 +17,7 @@ import numpy as np
 from ..clusters import members_model
 from ..config import Config
 from ..warehouse import Warehouse
-from ._meaning import Meaning, best, member_vectors
+from ._meaning import Meaning, member_vectors, recognised
 
 #: How many of the closest reports are named as evidence.
 EXAMPLES = 3
@@ -79,7 +79,7 @@ def lookalikes(warehouse: Warehouse, config: Config) -> dict[int, list[Lookalike
             continue
         candidates = [issue for issue in issues if issue["service"] == service]
         records, members = vectors[cluster]
-        chosen, scores = best(members, [meanings[issue["cluster_id"]] for issue in candidates])
+        chosen, scores = recognised(members, [meanings[issue["cluster_id"]] for issue in candidates])
         found = [_lookalike(candidates[i], records, chosen == i, scores) for i in np.unique(chosen[chosen >= 0])]
         if found:
             out[cluster] = sorted(found, key=lambda like: (-like.told, -like.similarity, like.cluster_id))

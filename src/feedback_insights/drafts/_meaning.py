@@ -1,20 +1,24 @@
 """What a filed problem means, in the embedding space: how a new report is recognised as it.
 
-A filed cluster is represented by some of its members' vectors (all of them, up to
-:data:`MAX_REPRESENTATIVES`; beyond that a spread of them, farthest-point from the medoid). A
-report is that problem when its vector's cosine to the nearest representative reaches the
-threshold (``[embedding] known_issue_similarity``); among several problems of its service, the
-nearest one. The pipeline publishes the representation with each known issue (:meth:`Meaning.as_json`,
-float16 in base64, with the model that made it and the threshold), the collector reads it back
-(:meth:`Meaning.from_json`) and scores a submission exactly as :func:`best` does here, and the
-desk's lookalikes ask the same question of the reports of clusters not filed yet. One measure,
-so what the desk calls "possibly the same" is what an agent would be told is known.
+A filed cluster is represented by its centroid: the mean of its members' unit vectors, made unit
+again. A report is that problem when its vector's cosine to the centroid reaches the threshold
+(``[embedding] known_issue_similarity``); among several problems of its service, the nearest one
+that does. The pipeline publishes the centroid with each known issue (:meth:`Meaning.as_json`:
+the model that made it, the threshold), a collector reads it back (:meth:`Meaning.from_json`) and
+scores a submission exactly as :func:`recognised` does here, and the desk's lookalikes ask the same
+question of the reports of clusters not filed yet: one measure, so what the desk calls "possibly
+the same" is what an agent would be told is known.
+
+Why the centroid and not the nearest member or the nearest few: on the shared corpora
+(``benchmarks/known_issues.py``: clinc150, hwu64, bug_duplicates; 50 labels filed, half of each
+label's texts publishing, the other half and the unfiled labels asking) the three recognise
+within a point or two of each other at a 5 % false-known rate (README, "Known issues"); one
+vector is what a collector scores 50 known issues with in microseconds, and it says less about
+any one report than that report's own vector would.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +28,11 @@ import numpy as np
 from ..clusters import members_model, to_matrix
 from ..warehouse import Warehouse
 
-#: The most member vectors published per known issue: 32 × 384 float16 is 24 KiB, so 50 known
-#: issues cost a collector ~1.2 MB and a submission 1,600 dot products.
-MAX_REPRESENTATIVES = 32
-
 #: The backends whose vectors are the same vectors (cosine 1.00000, ``benchmarks/embed_speed.py``):
 #: torch and ONNX fp32 of the packaged model. int8 moves them; another model is another space.
 _SAME_VECTORS = "+onnx-fp32"
+#: The longest vector a published centroid may have (MiniLM's is 384).
+MAX_DIMENSIONS = 4096
 
 
 def vector_space(model_id: str) -> str:
@@ -40,84 +42,65 @@ def vector_space(model_id: str) -> str:
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-def representatives(vectors: np.ndarray, limit: int = MAX_REPRESENTATIVES) -> np.ndarray:
-    """Which rows of a cluster's (unit) vectors stand for it: all, when there are at most
-    ``limit``; else the medoid (nearest the centroid) and then, each time, the member farthest
-    from those chosen, so the published few cover every way the problem was worded."""
-    if len(vectors) <= limit:
-        return np.arange(len(vectors))
-    centroid = vectors.mean(axis=0)
-    chosen = [int(np.argmax(vectors @ centroid))]
-    nearest = vectors @ vectors[chosen[0]]
-    while len(chosen) < limit:
-        chosen.append(int(np.argmin(nearest)))
-        nearest = np.maximum(nearest, vectors @ vectors[chosen[-1]])
-    return np.array(sorted(chosen))
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
 @dataclass(frozen=True, slots=True)
 class Meaning:
-    """A filed problem in the embedding space: its representatives (unit rows), the model that
-    embedded them and the cosine a report needs to the nearest one."""
+    """A filed problem in the embedding space: the unit centroid of its reports, the model that
+    embedded them and the cosine a report needs to it."""
 
     model: str
-    vectors: np.ndarray
+    centroid: np.ndarray
     threshold: float
 
     @classmethod
     def of_members(cls, model: str, vectors: np.ndarray, threshold: float) -> Meaning:
-        rows = unit_rows(vectors)
-        return cls(model, rows[representatives(rows)], threshold)
+        return cls(model, unit_rows(unit_rows(vectors).mean(axis=0)), threshold)
 
     def as_json(self) -> dict[str, Any]:
-        """The published form (``match.meaning`` of a known issue): float16 little-endian rows
-        in base64, about 1 KB per representative."""
-        data = self.vectors.astype("<f2").tobytes()
-        return {"model": self.model, "dimensions": int(self.vectors.shape[1]), "threshold": self.threshold,
-                "vectors": base64.b64encode(data).decode("ascii")}
+        """The published form (``match.meaning`` of a known issue)."""
+        return {"model": self.model, "threshold": self.threshold,
+                "centroid": [round(float(x), 6) for x in self.centroid]}
 
     @classmethod
     def from_json(cls, published: Mapping[str, Any]) -> Meaning | None:
         """The representation a known issue carries, or None when it carries none that reads
-        (wrong length, not base64, not finite): such an issue is matched by its terms only."""
-        try:
-            dimensions = int(published["dimensions"])
-            raw = base64.b64decode(published["vectors"], validate=True)
-            threshold = float(published["threshold"])
-            model = str(published["model"])
-        except (KeyError, TypeError, ValueError, binascii.Error):
+        (no model, a threshold out of range, a centroid that is not a finite, non-zero vector):
+        such an issue is matched by its record ids and terms only."""
+        model, threshold, centroid = published.get("model"), published.get("threshold"), published.get("centroid")
+        if not (isinstance(model, str) and isinstance(threshold, int | float) and not isinstance(threshold, bool)
+                and isinstance(centroid, list)):
             return None
-        if dimensions < 1 or not raw or len(raw) % (2 * dimensions):
+        if not (-1 < threshold < 1 and 0 < len(centroid) <= MAX_DIMENSIONS):
             return None
-        vectors = np.frombuffer(raw, dtype="<f2").astype(np.float32).reshape(-1, dimensions)
-        if not np.isfinite(vectors).all() or not -1 < threshold < 1:
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in centroid):
             return None
-        return cls(model, unit_rows(vectors), threshold)
+        vector = np.array(centroid, dtype=np.float64)
+        if not np.isfinite(vector).all() or not np.linalg.norm(vector):
+            return None
+        return cls(model, unit_rows(vector), float(threshold))
 
 
 def similarities(vectors: np.ndarray, meanings: Sequence[Meaning]) -> np.ndarray:
-    """(reports, problems): each report's cosine to each problem's nearest representative."""
-    out = np.full((len(vectors), len(meanings)), -1.0, dtype=np.float32)
-    for column, meaning in enumerate(meanings):
-        if len(vectors) and len(meaning.vectors):
-            out[:, column] = (vectors @ meaning.vectors.T).max(axis=1)
-    return out
+    """(reports, problems): each report's cosine to each problem's centroid."""
+    if not meanings:
+        return np.empty((len(vectors), 0), dtype=np.float32)
+    return np.asarray(vectors, dtype=np.float32) @ np.stack([m.centroid for m in meanings]).T
 
 
-def best(vectors: np.ndarray, meanings: Sequence[Meaning]) -> tuple[np.ndarray, np.ndarray]:
+def recognised(vectors: np.ndarray, meanings: Sequence[Meaning]) -> tuple[np.ndarray, np.ndarray]:
     """For each report (unit rows): the index of the problem it is (-1: none reaches its
-    threshold) and its cosine to that problem. The nearest problem that reaches its threshold."""
-    scores = similarities(vectors, meanings)
+    threshold) and its cosine to that problem: the nearest problem that reaches its threshold."""
     if not meanings:
         return np.full(len(vectors), -1), np.full(len(vectors), -1.0, dtype=np.float32)
+    scores = similarities(vectors, meanings)
     thresholds = np.array([m.threshold for m in meanings], dtype=np.float32)
     passing = np.where(scores >= thresholds, scores, -np.inf)
     chosen = passing.argmax(axis=1)
-    found = np.isfinite(passing[np.arange(len(vectors)), chosen])
-    return np.where(found, chosen, -1), np.where(found, scores[np.arange(len(vectors)), chosen], -1.0)
+    rows = np.arange(len(vectors))
+    found = np.isfinite(passing[rows, chosen])
+    return np.where(found, chosen, -1), np.where(found, scores[rows, chosen], -1.0)
 
 
 #: Every clustered report's vector in ``model``'s space, by cluster.

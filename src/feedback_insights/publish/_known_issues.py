@@ -2,9 +2,11 @@
 
 For every filed cluster, each collector that supplied its records gets the AFP known_issue
 object (id, title, status, url, the maintainer's workaround) and how to recognise the problem
-in new reports: the member record ids it holds, and fingerprints (service, tool, the cluster's
-key terms) for reports it has not seen. A delivery is re-sent only when what would be sent
-changes (a status, a workaround, new members) or when the last attempt failed.
+in new reports: the member record ids it holds; its meaning (the centroid of its reports'
+vectors in the model that clustered them, its service, and ``[embedding] known_issue_similarity``:
+``drafts/_meaning.py``), by which a collector running the same model recognises reports worded
+any way; and fingerprints (service, tool, the cluster's key terms) for one that does not. A
+delivery is re-sent only when what would be sent changes (a status, a workaround, new members) or when the last attempt failed.
 
 An entry a collector holds that would no longer be sent is withdrawn (``DELETE``): the issue
 was closed as a duplicate of another (its cluster merged into the survivor's, whose entry now
@@ -22,6 +24,7 @@ import orjson
 
 from ..config import Config, HttpCollectorConfig
 from ..core import now_utc
+from ..drafts import Meaning, cluster_meanings
 from ..ingest import CollectorClient, CollectorError
 from ..warehouse import Warehouse
 from ._sinks import SinkResult
@@ -79,12 +82,25 @@ def payloads(config: Config, warehouse: Warehouse) -> list[tuple[int, str, dict[
     configured HTTP collector that supplied some of its records."""
     receiving = {s.name for s in config.sources if isinstance(s, HttpCollectorConfig) and s.known_issues}
     out = []
-    for filed in warehouse.con.sql(_FILED).pl().iter_rows(named=True):
+    filed_clusters = warehouse.con.sql(_FILED).pl()
+    meanings = cluster_meanings(warehouse, filed_clusters["cluster_id"].to_list(),
+                                config.embedding.known_issue_similarity)
+    for filed in filed_clusters.iter_rows(named=True):
         issue = known_issue(filed, config.github.known_issue_prefix)
+        match = match_rules(filed, meanings.get(filed["cluster_id"]))
         for collector, ids in warehouse.con.execute(_MEMBERS, {"cluster": filed["cluster_id"]}).fetchall():
             if collector in receiving:
-                out.append((filed["draft_id"], collector, issue, {"record_ids": ids, "fingerprints": fingerprints(filed)}))
+                out.append((filed["draft_id"], collector, issue, {"record_ids": ids, **match}))
     return out
+
+
+def match_rules(filed: dict[str, Any], meaning: Meaning | None) -> dict[str, Any]:
+    """How a collector recognises a filed cluster's new reports, but for the ids it holds: its
+    meaning (none for a cluster with no vector) and its fingerprints."""
+    rules: dict[str, Any] = {"fingerprints": fingerprints(filed)}
+    if meaning is not None:
+        rules["meaning"] = {**meaning.as_json(), "service": filed["service"]}
+    return rules
 
 
 def deliver_known_issues(config: Config, warehouse: Warehouse, collectors: Mapping[str, CollectorClient]) -> SinkResult:

@@ -1,0 +1,171 @@
+"""The collector's embedder: the pipeline's model, so a submission's vector is the one the
+pipeline will compute for the same report, and a published centroid can be compared with it.
+
+The model is loaded once per process, in the background, when the first known issue that
+carries a meaning is loaded (most collectors' tests never load it). Encoding happens on worker
+threads, one per usable core, off the event loop: each takes the submissions waiting and
+encodes them together, so a burst costs one call per worker rather than one per request. The
+vectors of recently seen texts are kept (a retry, an agent sending the same report twice), keyed
+by the text's hash. A text is cut to :data:`MAX_TEXT` characters first: the model reads 256
+tokens, which a report reaches long before that, and a hostile 64 KB body is not tokenized whole.
+
+A collector whose model cannot be loaded (no ONNX Runtime, no writable cache for the export)
+keeps working: it says so once in its log and matches by record id and key terms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import numpy as np
+
+from ..clusters import embedder_for
+from ..config import EmbeddingConfig
+from ..drafts import vector_space
+
+log = logging.getLogger("feedback_insights.collector")
+
+#: Characters of a report's text that are embedded: far more than MiniLM's 256 tokens of any
+#: report, far less than the 64 KB a hostile one may send.
+MAX_TEXT = 8192
+#: Texts one worker encodes in one call (a burst's waiting submissions).
+MAX_BATCH = 16
+#: Vectors of recent texts kept (384 float32 each: 1.5 KB).
+CACHE_SIZE = 4096
+
+_Job = tuple[list[str], "Future[np.ndarray | None]"]
+
+
+def _key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def bounded(text: str) -> str:
+    """The text as it is embedded: cut to :data:`MAX_TEXT`, any lone surrogate (JSON may carry
+    one; the tokenizer refuses it) replaced."""
+    return text[:MAX_TEXT].encode("utf-8", "replace").decode("utf-8")
+
+
+class SubmissionEmbedder:
+    """The packaged model on the collector's side (see the module's docstring)."""
+
+    def __init__(self, settings: EmbeddingConfig = EmbeddingConfig()) -> None:
+        self._model = embedder_for(settings)  # loads nothing until it first encodes
+        self.space = vector_space(self._model.model_id)
+        self._workers = max(1, min(4, getattr(self._model, "threads", 1)))  # ONNX: one per usable core
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._started = False
+        self.failure: str | None = None
+
+    def start(self) -> None:
+        """Load the model in the background, once; the workers start when it is loaded."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._load, name="collector-embedder-load", daemon=True).start()
+
+    async def ready(self) -> bool:
+        """Wait for the model (starting it); whether it loaded."""
+        self.start()
+        await asyncio.to_thread(self._ready.wait)
+        return self.failure is None
+
+    async def vectors(self, texts: Sequence[str], wait: float) -> list[np.ndarray] | None:
+        """Unit vectors of ``texts``, or None when the model is unavailable or they are not
+        ready within ``wait`` seconds (the workers are that far behind): the caller matches
+        without them, and nothing it gave up waiting for is encoded."""
+        if self.failure is not None:
+            return None
+        texts = [bounded(t) for t in texts]
+        keys = [_key(t) for t in texts]
+        with self._lock:
+            found = [self._cached(k) for k in keys]
+        missing = [i for i, vector in enumerate(found) if vector is None]
+        if missing:
+            self.start()
+            future: Future[np.ndarray | None] = Future()
+            # Kept when they come, even too late for this submission: its retry will find them.
+            future.add_done_callback(lambda done: self._remember([keys[i] for i in missing], done))
+            self._jobs.put(([texts[i] for i in missing], future))
+            try:
+                fresh = await asyncio.wait_for(asyncio.wrap_future(future), wait)
+            except TimeoutError:
+                return None
+            if fresh is None:
+                return None
+            for i, vector in zip(missing, fresh, strict=True):
+                found[i] = vector
+        return [vector for vector in found if vector is not None]
+
+    def _cached(self, key: bytes) -> np.ndarray | None:
+        vector = self._cache.get(key)
+        if vector is not None:
+            self._cache.move_to_end(key)
+        return vector
+
+    def _remember(self, keys: list[bytes], done: Future[np.ndarray | None]) -> None:
+        vectors = None if done.cancelled() else done.result()
+        if vectors is None:
+            return
+        with self._lock:
+            for key, vector in zip(keys, vectors, strict=True):
+                self._cache[key] = vector
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _load(self) -> None:
+        try:
+            self._model.encode(["known issues"])  # loads (exports on first use) the model
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime, the exporter, the file system: any
+            self.failure = f"{type(exc).__name__}: {exc}"[:300]
+            log.warning("known issues are matched by record id and key terms only: the embedding model "
+                        "could not be loaded (%s)", self.failure)
+            self._ready.set()
+            while True:  # whoever queued before this was known is answered without vectors
+                _, future = self._jobs.get()
+                if future.set_running_or_notify_cancel():
+                    future.set_result(None)
+        self._ready.set()
+        for n in range(self._workers):
+            threading.Thread(target=self._work, name=f"collector-embedder-{n}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            jobs = self._take()
+            texts = [text for job_texts, _ in jobs for text in job_texts]
+            try:
+                vectors: np.ndarray | None = self._model.encode(texts)
+            except Exception:  # noqa: BLE001 - one bad batch must not stop the worker
+                log.exception("embedding %d submissions failed; they are matched without vectors", len(jobs))
+                vectors = None
+            start = 0
+            for job_texts, future in jobs:
+                future.set_result(None if vectors is None else vectors[start : start + len(job_texts)])
+                start += len(job_texts)
+
+    def _take(self) -> list[_Job]:
+        """The next waiting job and those queued behind it, up to :data:`MAX_BATCH` texts; jobs
+        whose submission stopped waiting are dropped."""
+        jobs: list[_Job] = []
+        count = 0
+        while not jobs or count < MAX_BATCH:
+            try:
+                job = self._jobs.get() if not jobs else self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job[1].set_running_or_notify_cancel():
+                jobs.append(job)
+                count += len(job[0])
+        return jobs
+
