@@ -349,19 +349,21 @@ def test_a_maintainer_drafts_only_live_problem_clusters(warehouse: Warehouse) ->
 def test_titles_are_the_clusters_name_tool_or_endpoint_then_symptom(warehouse: Warehouse) -> None:
     draft_clusters(_config(warehouse.path), warehouse)
     drafts = _drafts(warehouse)
-    labels = dict(warehouse.con.execute("SELECT id, label FROM clusters").fetchall())
-    services = dict(warehouse.con.execute("SELECT id, service FROM clusters").fetchall())
-    named = 0
+    named = dict(warehouse.con.execute(
+        """SELECT c.id, c.label FROM clusters c WHERE c.label IS NOT NULL AND c.label NOT LIKE '% · %'""").fetchall())
+    tools = dict(warehouse.con.execute(
+        """SELECT cluster_id, list(tool ORDER BY n DESC, tool)[1] FROM (
+               SELECT m.cluster_id, r.tool, count(*) AS n, sum(count(*)) OVER (PARTITION BY m.cluster_id) AS members
+               FROM cluster_members m JOIN records r USING (collector, id) WHERE m.view = 'reports'
+               GROUP BY m.cluster_id, r.tool)
+           WHERE tool IS NOT NULL AND 2 * n >= members GROUP BY cluster_id""").fetchall())
     for d in drafts:
-        title, label = d["title"], labels[d["cluster_id"]]
+        title = d["title"]
         assert len(title) <= TITLE_CHARS and not title.endswith(".") and "\n" not in title
-        assert ": " in title  # always "what: symptom"
-        if label and ": " in label:  # a name of that form is the title
-            assert title == normalise_title(label)
-            named += 1
-        elif label and " · " not in label:  # a name without a tool comes after the service
-            assert title == normalise_title(f"{services[d['cluster_id']]}: {label}")
-    assert named >= len(drafts) // 2  # the sample's named problems: the agent-authored services' tools
+        assert title == normalise_title(named[d["cluster_id"]])  # the cluster's name is the title
+        if tool := tools.get(d["cluster_id"]):  # which names the tool most of its reports name
+            assert tool in title.replace("`", "")
+    assert sum(d["cluster_id"] in tools for d in drafts) >= len(drafts) // 2  # the agent-authored services' tools
 
 
 @pytest.mark.parametrize(
