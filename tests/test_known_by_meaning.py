@@ -181,7 +181,7 @@ def test_reworded_reports_of_a_filed_problem_are_told_it_is_known_and_others_are
     assert sum(known is not None for known in others) <= 1  # other problems of /companies/search
 
 
-def test_mcp_tools_are_told_by_meaning_as_the_http_route_is(
+def test_mcp_tools_and_every_http_door_are_told_by_meaning_alike(
         tmp_path: Path, filed_hiring: tuple[dict[str, Any], dict[str, Any]]) -> None:
     issue, match = filed_hiring
     afp = {"type": "missing_capability", "goal": "Shortlist logistics firms with open driver roles",
@@ -194,6 +194,9 @@ def test_mcp_tools_are_told_by_meaning_as_the_http_route_is(
         assert not _by_terms(match, afp)
         assert accepted(call(server, "submit_feedback", afp))["known_issue"] == issue
         assert accepted(call(server, "submit_agent_feedback", afs))["known_issue"] == issue
+        assert _post(server, afp, "h1")["known_issue"] == issue
+        over_http = httpx.post(server.url + "/api/v1/feedback", json=afs, timeout=30)
+        assert over_http.status_code == 202 and over_http.json()["known_issue"] == issue
         slow = accepted(call(server, "submit_feedback", {**afp, "session_id": "m2",
                                                          "message": "Company search takes ten seconds per page."}))
         assert "known_issue" not in slow

@@ -3,11 +3,16 @@ pipeline will compute for the same report, and a published centroid can be compa
 
 The model is loaded once per process, in the background, when the first known issue that
 carries a meaning is loaded (most collectors' tests never load it). Encoding happens on worker
-threads, one per usable core, off the event loop: each takes the submissions waiting and
-encodes them together, so a burst costs one call per worker rather than one per request. The
-vectors of recently seen texts are kept (a retry, an agent sending the same report twice), keyed
-by the text's hash. A text is cut to :data:`MAX_TEXT` characters first: the model reads 256
-tokens, which a report reaches long before that, and a hostile 64 KB body is not tokenized whole.
+threads, one per usable core, off the event loop, one submission at a time and the newest
+first. Not in batches: on the CPU a batch is padded to its longest text, and reports' lengths
+vary (26 to 114 tokens in the sample), so one thread embedded 56 of the sample's reports a
+second one at a time, 42 in batches of 8 and 26 in batches of 32. The newest first, because a
+submission stops waiting after ``[collector] known_issue_wait``: under a flood, the newest
+are the ones still waiting, and work on the others would be thrown away. The vectors of recently
+seen texts are kept (a retry, an agent sending the same report twice, a vector that came too
+late for its submission), keyed by the text's hash. A text is cut to :data:`MAX_TEXT`
+characters first: the model reads 256 tokens, which a report reaches long before that, and a
+hostile 64 KB body is not tokenized whole.
 
 A collector whose model cannot be loaded (no ONNX Runtime, no writable cache for the export)
 keeps working: it says so once in its log and matches by record id and key terms.
@@ -16,11 +21,11 @@ keeps working: it says so once in its log and matches by record id and key terms
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import logging
-import queue
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 
@@ -35,8 +40,6 @@ log = logging.getLogger("feedback_insights.collector")
 #: Characters of a report's text that are embedded: far more than MiniLM's 256 tokens of any
 #: report, far less than the 64 KB a hostile one may send.
 MAX_TEXT = 8192
-#: Texts one worker encodes in one call (a burst's waiting submissions).
-MAX_BATCH = 16
 #: Vectors of recent texts kept (384 float32 each: 1.5 KB).
 CACHE_SIZE = 4096
 
@@ -60,7 +63,10 @@ class SubmissionEmbedder:
         self._model = embedder_for(settings)  # loads nothing until it first encodes
         self.space = vector_space(self._model.model_id)
         self._workers = max(1, min(4, getattr(self._model, "threads", 1)))  # ONNX: one per usable core
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._jobs: deque[_Job] = deque()
+        self._waiting = threading.Condition()
+        self._closing = False
+        self._threads: list[threading.Thread] = []
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -97,7 +103,9 @@ class SubmissionEmbedder:
             future: Future[np.ndarray | None] = Future()
             # Kept when they come, even too late for this submission: its retry will find them.
             future.add_done_callback(lambda done: self._remember([keys[i] for i in missing], done))
-            self._jobs.put(([texts[i] for i in missing], future))
+            with self._waiting:
+                self._jobs.append(([texts[i] for i in missing], future))
+                self._waiting.notify()
             try:
                 fresh = await asyncio.wait_for(asyncio.wrap_future(future), wait)
             except TimeoutError:
@@ -131,41 +139,44 @@ class SubmissionEmbedder:
             self.failure = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("known issues are matched by record id and key terms only: the embedding model "
                         "could not be loaded (%s)", self.failure)
-            self._ready.set()
-            while True:  # whoever queued before this was known is answered without vectors
-                _, future = self._jobs.get()
-                if future.set_running_or_notify_cancel():
-                    future.set_result(None)
         self._ready.set()
-        for n in range(self._workers):
-            threading.Thread(target=self._work, name=f"collector-embedder-{n}", daemon=True).start()
+        with self._waiting:
+            if self._closing:
+                return
+            for n in range(self._workers if self.failure is None else 1):
+                thread = threading.Thread(target=self._work, name=f"collector-embedder-{n}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the workers (each after the submission it is encoding): a process that exits
+        while ONNX Runtime is still running on a thread of its own aborts."""
+        with self._waiting:
+            self._closing = True
+            self._waiting.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=10)
 
     def _work(self) -> None:
-        while True:
-            jobs = self._take()
-            texts = [text for job_texts, _ in jobs for text in job_texts]
-            try:
-                vectors: np.ndarray | None = self._model.encode(texts)
-            except Exception:  # noqa: BLE001 - one bad batch must not stop the worker
-                log.exception("embedding %d submissions failed; they are matched without vectors", len(jobs))
-                vectors = None
-            start = 0
-            for job_texts, future in jobs:
-                future.set_result(None if vectors is None else vectors[start : start + len(job_texts)])
-                start += len(job_texts)
+        while (job := self._take()) is not None:
+            texts, future = job
+            vectors: np.ndarray | None = None
+            if self.failure is None:  # else whoever queued before it was known is answered without
+                try:
+                    vectors = self._model.encode(texts)
+                except Exception:  # noqa: BLE001 - one bad submission must not stop the worker
+                    log.exception("embedding a submission failed; it is matched without vectors")
+            future.set_result(vectors)
 
-    def _take(self) -> list[_Job]:
-        """The next waiting job and those queued behind it, up to :data:`MAX_BATCH` texts; jobs
-        whose submission stopped waiting are dropped."""
-        jobs: list[_Job] = []
-        count = 0
-        while not jobs or count < MAX_BATCH:
-            try:
-                job = self._jobs.get() if not jobs else self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            if job[1].set_running_or_notify_cancel():
-                jobs.append(job)
-                count += len(job[0])
-        return jobs
-
+    def _take(self) -> _Job | None:
+        """The newest job whose submission is still waiting; None once closing."""
+        with self._waiting:
+            while True:
+                while not self._jobs and not self._closing:
+                    self._waiting.wait()
+                if self._closing:
+                    return None
+                job = self._jobs.pop()
+                if job[1].set_running_or_notify_cancel():
+                    return job
