@@ -47,7 +47,7 @@ _Job = tuple[list[str], "Future[np.ndarray | None]"]
 
 
 def _key(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def bounded(text: str) -> str:
@@ -90,7 +90,8 @@ class SubmissionEmbedder:
     async def vectors(self, texts: Sequence[str], wait: float) -> list[np.ndarray] | None:
         """Unit vectors of ``texts``, or None when the model is unavailable or they are not
         ready within ``wait`` seconds (the workers are that far behind): the caller matches
-        without them, and nothing it gave up waiting for is encoded."""
+        without them, and what it gave up waiting for is not encoded (or, when a worker had
+        already started on it, kept for next time)."""
         if self.failure is not None:
             return None
         texts = [bounded(t) for t in texts]
