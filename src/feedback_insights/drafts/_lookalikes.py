@@ -31,10 +31,10 @@ WHERE d.status = 'filed' AND d.superseded_by IS NULL AND c.view = 'reports'
 ORDER BY d.cluster_id
 """
 
-#: Live problem clusters no issue tracks yet.
+#: Live clusters no issue tracks yet, of what is drafted (problems and requests; praise is not).
 _UNFILED = """
 SELECT c.id, c.service FROM clusters c
-WHERE c.view = 'reports' AND c.polarity = 'problem' AND c.status = 'open'
+WHERE c.view = 'reports' AND c.polarity <> 'praise' AND c.status = 'open'
   AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.cluster_id = c.id AND d.status = 'filed')
 ORDER BY c.id
 """
@@ -61,8 +61,8 @@ class Lookalike:
 
 
 def lookalikes(warehouse: Warehouse, config: Config) -> dict[int, list[Lookalike]]:
-    """For every live unfiled problem cluster with a report a collector would tell is a filed
-    problem of its service: those problems, the most of its reports first."""
+    """For every live unfiled cluster (a problem or a request) with a report a collector would
+    tell is a filed problem of its service: those problems, the most of its reports first."""
     filed = warehouse.con.sql(_FILED).pl()
     unfiled = warehouse.con.sql(_UNFILED).pl()
     if filed.is_empty() or unfiled.is_empty():
