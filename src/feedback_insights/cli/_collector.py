@@ -44,7 +44,7 @@ def collector_serve(
                   highlight=False)
         settings = settings.model_copy(update={"max_connections": connections})
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db))
+    collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db), cfg.embedding)
     out.print(f"collector on http://{host}:{port}  ·  store {settings.db}  ·  auth {settings.auth}", highlight=False)
     uvicorn.Server(server_config(create_app(collector), settings, host, port)).run()
 
