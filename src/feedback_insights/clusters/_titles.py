@@ -15,8 +15,10 @@ be told apart). So twenty copies from one account, or two anonymous copies of on
 out-vote three other accounts. The score is (cosine of the report that wrote it + cosine of the
 title's own vector) × the share of the title's content words that two voices or more use — a
 title in the words many accounts use, not one report's particulars (an event id, a duration).
-Without an embedder for the title's own vector, the report's cosine alone. Ties go to the
-candidate more accounts wrote. Measured in ``benchmarks/titles.py``.
+Only the :data:`SHORTLIST` best by their reports' cosine have their own vector embedded (cached
+by text hash), so naming costs a few embeddings per cluster, not one per report; without an
+embedder, the report's cosine alone. Ties go to the candidate more accounts wrote. Measured in
+``benchmarks/titles.py``.
 
 **Form.** "thing: symptom", at most :data:`NAME_CHARS` characters. The thing is the tool or
 endpoint at least half the members name (none: the summary alone; the issue is filed on the
@@ -40,11 +42,13 @@ from ._labels import STOP_WORDS
 NAME_CHARS = 80
 #: A candidate shorter than this (in words with letters) says too little to be a title.
 MIN_WORDS = 2
+#: Candidates per cluster whose own vector is weighed (embedded, cached): the best by their reports.
+SHORTLIST = 8
 
 _MARKUP = re.compile(r"<[^>]{0,200}>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|\n")
 _PLACEHOLDER = re.compile(PLACEHOLDER)
-#: Where a long summary may be cut: after a clause, before a dash or a parenthesis.
+#: Where a long summary may be cut: after a clause, or before a dash.
 _CLAUSE_BREAK = re.compile(r"[;,:](?=\s)|\s(?=[—–-]\s)")
 #: An aside in parentheses, left out of a summary too long to keep whole.
 _ASIDE = re.compile(r"\s*\([^()]{0,200}\)")
@@ -149,26 +153,29 @@ def choose_titles(
 ) -> dict[int, str]:
     """Each cluster's name: ``members`` (``cluster``, ``account``, ``summary``, one row per
     member) with their unit ``vectors`` (same order), the ``things`` clusters are about, and
-    ``vectors_of`` embedding titles in the same space (None: judged by their reports alone)."""
+    ``vectors_of`` embedding titles in the same space (None: judged by their reports alone).
+    Only each cluster's :data:`SHORTLIST` best by their reports are embedded."""
     found = candidates(members, things)
     if found.is_empty():
         return {}
-    texts = found.get_column("title").unique(maintain_order=True).to_list()
-    index = {t: i for i, t in enumerate(texts)}
-    embedded = vectors_of(texts) if vectors_of is not None else None
     clusters = members.get_column("cluster").to_numpy()
     accounts = members.get_column("account").to_list()
-    out: dict[int, str] = {}
+    shortlists: dict[int, tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = {}
     for (cluster,), group in found.group_by("cluster", maintain_order=True):
         rows = np.flatnonzero(clusters == cluster)
         centre = balanced_centroid(vectors[rows], [accounts[r] for r in rows])
         options = group.get_column("title").to_list()
-        central = np.array([max(float(vectors[r] @ centre) for r in rs) for rs in group.get_column("row").to_list()])
-        if embedded is not None:
-            central += embedded[[index[t] for t in options]] @ centre
+        by_report = np.array([max(float(vectors[r] @ centre) for r in rs) for rs in group.get_column("row").to_list()])
         shared = _shared_words(members.filter(pl.col("cluster") == cluster))
-        scores = central * np.array([_support(t, shared) for t in options])
-        out[int(cluster)] = options[int(np.argmax(scores))]  # ties: the first, written by more accounts
+        support = np.array([_support(t, shared) for t in options])
+        best = np.argsort(-(by_report * support), kind="stable")[:SHORTLIST]  # stable: ties to more accounts
+        shortlists[int(cluster)] = ([options[b] for b in best], by_report[best], support[best], centre)
+    texts = sorted({t for options, *_ in shortlists.values() for t in options})
+    embedded = dict(zip(texts, vectors_of(texts), strict=True)) if vectors_of is not None else None
+    out: dict[int, str] = {}
+    for cluster, (options, by_report, support, centre) in shortlists.items():
+        by_title = np.array([embedded[t] @ centre for t in options]) if embedded is not None else 0.0
+        out[cluster] = options[int(np.argmax((by_report + by_title) * support))]
     return out
 
 
