@@ -449,7 +449,7 @@ def _titles(con: DuckDBPyConnection, model: str, view: str, ids: list[int], thin
 
 
 def _phrase_vectors(con: DuckDBPyConnection, model: str, embedder: Embedder | None) -> Callable[[list[str]], np.ndarray] | None:
-    """Phrases to unit vectors in ``model``'s space, cached in ``embeddings``; None when no
+    """Names (titles, phrases) to unit vectors in ``model``'s space, cached in ``embeddings``; None when no
     embedder of that model is at hand (given, or the packaged model on one of its backends)."""
     chosen = embedder if embedder is not None else packaged(model)
     if chosen is None:
