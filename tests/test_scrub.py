@@ -457,8 +457,15 @@ def test_a_huge_hostile_line_is_scrubbed_in_linear_time(name: str) -> None:
     short, _ = HUGE[name](rng, _HUGE_FINDS // 8)
     text, secrets = HUGE[name](rng, _HUGE_FINDS)
     assert len(text) > 900_000 and "\n" not in text
-    (short_seconds, _), (seconds, scrubbed) = _scrubbed_in(short), _scrubbed_in(text)
-    assert seconds < 16 * max(short_seconds, 0.05), f"{seconds:.1f} s for {len(text):,} characters, {short_seconds:.2f} s for an eighth"
+    short_seconds = min(_scrubbed_in(short)[0] for _ in range(3))
+    bound = 16 * max(short_seconds, 0.05)  # 8× the text: linear is ~8×, quadratic ~64×
+    # Timed again (up to three times) only when over the bound: another job on the machine can
+    # slow one run, never every run 8× more than linear.
+    for _ in range(3):
+        seconds, scrubbed = _scrubbed_in(text)
+        if seconds < bound:
+            break
+    assert seconds < bound, f"{seconds:.1f} s for {len(text):,} characters, {short_seconds:.2f} s for an eighth"
     read = _as_read(scrubbed)
     for secret in secrets:
         assert secret not in scrubbed and secret not in read, secret
