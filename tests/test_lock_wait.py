@@ -17,18 +17,18 @@ from feedback_insights.warehouse import Warehouse, current_holder, exclusive
 from .conftest import run_cli
 
 HOLDER = """
-import sys, time
+import select, sys
 from pathlib import Path
 from feedback_insights.warehouse import Warehouse, exclusive
 path, seconds, lock = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "lock"
 if lock:  # as a flow does: its turn, then the file
     with exclusive(path, "the ingest flow"), Warehouse(path):
         print("held", flush=True)
-        time.sleep(seconds)
+        select.select([sys.stdin], [], [], seconds)  # until told to let go, or the time is up
 else:  # a process that does not take turns: the file alone
     with Warehouse(path):
         print("held", flush=True)
-        time.sleep(seconds)
+        select.select([sys.stdin], [], [], seconds)
 """
 
 
@@ -43,7 +43,7 @@ def _setup(folder: Path, lock_wait: float) -> tuple[Path, Path]:
 @contextmanager
 def held(warehouse: Path, seconds: float, lock: bool = True) -> Iterator[subprocess.Popen[str]]:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(warehouse), str(seconds), "lock" if lock else "file"],
-                              stdout=subprocess.PIPE, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         yield holder
@@ -52,10 +52,22 @@ def held(warehouse: Path, seconds: float, lock: bool = True) -> Iterator[subproc
         holder.wait(timeout=30)
 
 
+def run_cli_while_held(holder: subprocess.Popen[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Runs the command and lets the holder go only once the command says it waits: however slow
+    the command is to start, it meets the lock (a fixed hold raced a slow start once in CI)."""
+    command = subprocess.Popen([sys.executable, "-m", "feedback_insights", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert command.stderr is not None and holder.stdin is not None
+    first = command.stderr.readline()  # the waiting line, or "" if the command ended without waiting
+    holder.stdin.close()  # let go
+    stdout, rest = command.communicate(timeout=120)
+    return subprocess.CompletedProcess(command.args, command.returncode, stdout, first + rest)
+
+
 def test_a_command_waits_for_the_running_flow_then_runs(tmp_path: Path) -> None:
     warehouse, config = _setup(tmp_path, lock_wait=60)
-    with held(warehouse, 2) as holder:
-        listed = run_cli("drafts", "list", "--config", str(config))
+    with held(warehouse, 60) as holder:
+        listed = run_cli_while_held(holder, "drafts", "list", "--config", str(config))
     assert listed.returncode == 0, listed.stderr
     assert "0 drafts" in listed.stdout
     waiting = [line for line in listed.stderr.splitlines() if line.startswith("waiting for ")]
@@ -78,8 +90,8 @@ def test_a_command_gives_up_after_the_bound_naming_the_holder(tmp_path: Path) ->
 
 def test_a_process_holding_the_file_without_the_lock_is_waited_for_too(tmp_path: Path) -> None:
     warehouse, config = _setup(tmp_path, lock_wait=60)
-    with held(warehouse, 2, lock=False) as holder:
-        listed = run_cli("clusters", "list", "--config", str(config))
+    with held(warehouse, 60, lock=False) as holder:
+        listed = run_cli_while_held(holder, "clusters", "list", "--config", str(config))
     assert listed.returncode == 0, listed.stderr
     waiting = [line for line in listed.stderr.splitlines() if line.startswith("waiting for ")]
     assert len(waiting) == 1 and f"(pid {holder.pid})" in waiting[0], listed.stderr
