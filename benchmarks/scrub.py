@@ -45,6 +45,7 @@ import io
 import json
 import os
 import random
+import re
 import string
 import sys
 import time
@@ -62,6 +63,9 @@ from feedback_insights import privacy
 from feedback_insights.privacy._gitleaks import PROSE_ENDS
 from feedback_insights.privacy.samples import PROSE, rule_samples
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import secret_cases  # noqa: E402  (shared with tests/test_secret_rules.py)
+
 warnings.filterwarnings("ignore")  # scrubadub warns about deprecated names on import
 
 import scrubadub
@@ -74,6 +78,8 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATA = SHARED / "pii_cases.jsonl"
 
 SECRET_TARGET, PII_RECALL_TARGET, PRECISION_TARGET, MBPS_TARGET = 0.98, 0.95, 0.95, 2.0
+#: On gitleaks' own cases: true positives removed (bare; in prose), unambiguous false positives kept.
+CASE_RECALL_TARGET, CASE_KEPT_TARGET = 0.995, 0.95
 
 STRUCTURED_PII = ("email", "phone", "credit_card", "ip_address", "iban", "us_ssn")
 STRETCH = ("person", "street_address")
@@ -135,6 +141,8 @@ class Tool:
     #: Finds left out of scoring, by the tool's own type, and why (printed under the table).
     unscored: Counter[str] = field(default_factory=Counter)
     unscored_why: str = ""
+    #: Everything the tool would replace, scored type or not (None: its scored finds).
+    spans: Callable[[str], list[tuple[int, int]]] | None = None
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -249,7 +257,10 @@ def scrubadub_tool() -> Tool:
     def raw(text: str) -> object:
         return list(scrubber.iter_filth(text))
 
-    return Tool("scrubadub", covers, find, raw, notes, ignored, "finds of unscored types")
+    def spans(text: str) -> list[tuple[int, int]]:
+        return [(filth.beg, filth.end) for filth in filths(text)]
+
+    return Tool("scrubadub", covers, find, raw, notes, ignored, "finds of unscored types", spans)
 
 
 def _locate(line: str, value: str, cursor: dict[str, int]) -> int:
@@ -611,7 +622,8 @@ def _ratio(num: int, den: int) -> str:
 
 
 def families_table(tools: list[Tool], results: list[FamilyResult]) -> Table:
-    table = Table(title="Per rule family, on generated samples (secrets: recall; negatives: share untouched)")
+    table = Table(title="Self-check, not a measurement: per rule family, on samples generated from the regexes the scrubber "
+                        "runs (secrets: recall; negatives: share untouched)")
     for name, justify in (("group", "left"), ("family", "left"), ("rules", "right"), ("n", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     table.add_column("ours", justify="right")
@@ -646,72 +658,151 @@ def gitleaks_note() -> str:
             "cover all of it.")
 
 
-# -- gitleaks' own cases ----------------------------------------------------------------------
+# -- gitleaks' own cases: the main measure of secrets ----------------------------------------
 
-GITLEAKS_CASES = SHARED / "gitleaks_cases.jsonl"
-#: Prose around a whole case text, each template ending it with one mark.
-CASE_PROSE = ("{}", "It failed ({}) twice.", "Tried {}, then gave up.", "The key was {}.", "See [{}] for it.",
-              'Used "{}" as told.', "Used '{}' as told.")
+
+def baselines() -> list[tuple[str, secret_cases.Spans]]:
+    """Trivial scrubbers beside the tools: redact nothing; redact every token of 20 characters
+    or more that mixes letters and digits (what a naive entropy scrubber does)."""
+
+    def long_mixed(text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in _TOKEN.finditer(text) if _LETTER.search(m.group()) and _DIGIT.search(m.group())]
+
+    return [("redact nothing", lambda text: []), ("redact long mixed tokens", long_mixed)]
+
+
+_TOKEN = re.compile(r"""[^\s"'`()\[\]{}<>,;]{20,}""")
+_LETTER, _DIGIT = re.compile(r"[A-Za-z]"), re.compile(r"\d")
+
+
+def tool_spans(tool: Tool) -> secret_cases.Spans:
+    """Everything ``tool`` would replace in a text (not only the scored types: scrubadub's
+    clean() replaces its url finds too)."""
+    if tool.spans is not None:
+        return tool.spans
+    return lambda text: [(s.start, s.end) for s in tool.find(text)]
 
 
 @dataclass
-class CaseResult:
-    """gitleaks' hand-written cases: true positives covered (bare, in prose) and false
-    positives left alone (by their own rule; by any rule)."""
+class CaseScores:
+    """One tool on gitleaks' cases and the varied-prose negatives."""
 
-    tp: int
-    tp_bare: int
-    tp_prose: int
-    prose_texts: int
-    fp: int
-    fp_own_rule: int
-    fp_any: int
-    missed: list[tuple[str, str]]
+    tp_bare: int = 0
+    tp_prose: int = 0
+    fp_kept: Counter[str] = field(default_factory=Counter)  # by ambiguity ("" = unambiguous)
+    fp_kept_by_family: Counter[str] = field(default_factory=Counter)
+    fp_kept_by_half: Counter[str] = field(default_factory=Counter)
+    negatives_kept: Counter[str] = field(default_factory=Counter)
+    misses: list[tuple[str, str, str]] = field(default_factory=list)  # (case, where, what)
 
 
-def evaluate_gitleaks_cases() -> CaseResult:
-    """The unambiguous false positives only: not those that are another rule's secret, nor
-    those that are false only for their file path (the data README's advice)."""
-    cases = [json.loads(line) for line in GITLEAKS_CASES.read_text(encoding="utf-8").splitlines()]
-    rules = {r.id: r for r in privacy.gitleaks_rules().rules}
-    allowlists = privacy.gitleaks_rules().allowlists
-    result = CaseResult(0, 0, 0, 0, 0, 0, 0, [])
-    for case in cases:
-        if case["kind"] == "tp" and case.get("secret"):
-            result.tp += 1
-            for template in CASE_PROSE:
-                text = template.format(case["text"].strip())
-                at = text.index(case["secret"])
-                covered = {i for f in privacy.find(text) for i in range(f.start, f.end)}
-                whole = set(range(at, at + len(case["secret"]))) <= covered
-                if template == "{}":
-                    result.tp_bare += whole
-                else:
-                    result.prose_texts += 1
-                    result.tp_prose += whole
-                if not whole:
-                    result.missed.append((case["id"], template))
-        elif case["kind"] == "fp" and not case.get("other_rules_fire") and not case.get("fp_only_because_of_path"):
-            result.fp += 1
-            rule = rules.get(case["rule"])
-            lowered = case["text"].lower()
-            if rule is not None and (not rule.keywords or any(k in lowered for k in rule.keywords)):
-                result.fp_own_rule += bool(list(rule.finds(case["text"].encode(), allowlists)))
-            result.fp_any += bool(privacy.find(case["text"]))
-    return result
+def evaluate_secret_cases(name: str, spans: secret_cases.Spans) -> CaseScores:
+    scores = CaseScores()
+    keep_misses = name == "ours"
+    for case in secret_cases.true_positives():
+        bare, survives = secret_cases.removed(spans, case)
+        scores.tp_bare += bare
+        scores.tp_prose += len(secret_cases.PROSE) - len(survives)
+        if keep_misses:
+            scores.misses += [(case.id, "true positive kept", where) for where in (["bare"] if not bare else []) + survives]
+    for case in secret_cases.false_positives():
+        if not secret_cases.kept(spans, case.text):
+            if keep_misses and case.ambiguous is None:
+                flagged = ", ".join(case.text[a:b][:60] for a, b in spans(case.text))
+                scores.misses.append((case.id, "false positive flagged", flagged))
+            continue
+        scores.fp_kept[case.ambiguous or ""] += 1
+        if case.ambiguous is None:
+            scores.fp_kept_by_family[case.family] += 1
+            scores.fp_kept_by_half[case.half] += 1
+    for kind, text in secret_cases.negatives():
+        if secret_cases.kept(spans, text):
+            scores.negatives_kept[kind] += 1
+        elif keep_misses:
+            scores.misses.append((kind, "evidence flagged", text))
+    return scores
 
 
-def gitleaks_cases_table(result: CaseResult) -> Table:
-    table = Table(title="gitleaks' own hand-written cases (gitleaks_cases.jsonl; written for its regexes, not drawn from them)")
-    for name, justify in (("cases", "left"), ("n", "right"), ("ours", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    table.add_row("true positives: secret covered whole, bare", str(result.tp), _ratio(result.tp_bare, result.tp))
-    table.add_row(f"true positives: in {len(CASE_PROSE) - 1} sentences each", str(result.prose_texts),
-                  _ratio(result.tp_prose, result.prose_texts))
-    table.add_row("false positives: their own rule silent", str(result.fp), _ratio(result.fp - result.fp_own_rule, result.fp))
-    table.add_row("false positives: nothing at all flagged (ours or another rule)", str(result.fp),
-                  _ratio(result.fp - result.fp_any, result.fp))
+def secret_cases_table(names: list[str], scores: dict[str, CaseScores]) -> Table:
+    tps, fps = secret_cases.true_positives(), secret_cases.false_positives()
+    unambiguous = [c for c in fps if c.ambiguous is None]
+    reasons = Counter(c.ambiguous for c in fps if c.ambiguous)
+    table = Table(title="Secrets: gitleaks' own hand-written cases (gitleaks_cases.jsonl; written by gitleaks' authors, "
+                        "not drawn from the regexes we run) and evidence in varied prose")
+    table.add_column("measure")
+    table.add_column("n", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    prose_n = len(tps) * len(secret_cases.PROSE)
+    table.add_row("true positives: secret removed, bare", str(len(tps)), *(_ratio(scores[n].tp_bare, len(tps)) for n in names))
+    table.add_row(f"true positives: secret removed, in {len(secret_cases.PROSE)} sentences each", str(prose_n),
+                  *(_ratio(scores[n].tp_prose, prose_n) for n in names))
+    table.add_row("[bold]false positives, unambiguous: kept as written[/]", str(len(unambiguous)),
+                  *(_ratio(scores[n].fp_kept[""], len(unambiguous)) for n in names))
+    for half in "AB":
+        size = sum(c.half == half for c in unambiguous)
+        table.add_row(f"  of them, half {half} (by CRC-32 of the id)", str(size),
+                      *(_ratio(scores[n].fp_kept_by_half[half], size) for n in names))
+    table.add_row("false positives, all non-empty: kept as written", str(len(fps)),
+                  *(_ratio(sum(scores[n].fp_kept.values()), len(fps)) for n in names))
+    for reason, size in reasons.most_common():
+        table.add_row(f"  ambiguous, {reason}: kept", str(size), *(_ratio(scores[n].fp_kept[reason], size) for n in names))
+    negatives = secret_cases.negatives()
+    table.add_row("evidence in varied prose beside a vendor's name: kept", str(len(negatives)),
+                  *(_ratio(sum(scores[n].negatives_kept.values()), len(negatives)) for n in names), end_section=True)
     return table
+
+
+def secret_families_table(names: list[str], scores: dict[str, CaseScores], tools: int) -> Table:
+    """Unambiguous false positives by rule family: the families where one of the first ``tools``
+    scrubbers (not the baselines) flags one."""
+    unambiguous = [c for c in secret_cases.false_positives() if c.ambiguous is None]
+    sizes = Counter(c.family for c in unambiguous)
+    table = Table(title="Unambiguous false positives kept, by rule family (families where a tool flags one; "
+                        f"{len(sizes)} families in all)")
+    table.add_column("family")
+    table.add_column("n", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for family, size in sorted(sizes.items()):
+        cells = [scores[n].fp_kept_by_family[family] for n in names]
+        if min(cells[:tools]) < size:
+            table.add_row(family, str(size), *(_ratio(k, size) for k in cells))
+    clean = [f for f, size in sizes.items() if all(scores[n].fp_kept_by_family[f] == size for n in names[:tools])]
+    table.add_row(f"[dim]{len(clean)} other families[/]", str(sum(sizes[f] for f in clean)),
+                  *(_ratio(sum(scores[n].fp_kept_by_family[f] for f in clean), sum(sizes[f] for f in clean)) for n in names))
+    return table
+
+
+def negatives_table(names: list[str], scores: dict[str, CaseScores]) -> Table:
+    negatives = secret_cases.negatives()
+    sizes = Counter(kind for kind, _ in negatives)
+    table = Table(title=f"Evidence in varied prose: each kind in {len(secret_cases.NEGATIVE_PROSE)} sentences beside each of "
+                        f"{len(secret_cases.vendors())} vendor names (gitleaks' rule families); share kept as written")
+    table.add_column("kind")
+    table.add_column("n", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for kind, size in sizes.items():
+        table.add_row(kind, str(size), *(_ratio(scores[n].negatives_kept[kind], size) for n in names))
+    return table
+
+
+def secret_case_notes() -> list[str]:
+    return [
+        "A true positive is removed when its secret occurs nowhere in the redacted text; a false positive is kept when the "
+        "tool flags nothing in it (for scrubadub: any filth, url included, as its clean() replaces them all).",
+        "Ambiguous false positives (benchmarks/secret_cases.py, ambiguity()): another rule's secret (one of gitleaks' other "
+        "default rules reports a secret in the text — run with gitleaks' own regexes, keywords, entropy and allow-lists — "
+        "or the text holds another rule's true-positive secret); false only for its path; personal data (an email); a value "
+        "pii_cases.jsonl labels a secret (AWS's AKIAIOSFODNN7EXAMPLE). The computed 'another rule's secret' agrees with the "
+        "file's other_rules_fire on every case.",
+        f"Sentences: {' / '.join(secret_cases.PROSE)}  Negatives: " + ", ".join(secret_cases.NEGATIVE_KINDS)
+        + "; sentences: " + " / ".join(secret_cases.NEGATIVE_PROSE),
+        "No setting was tuned on these figures beyond what _placeholders.py states: its entropy floor (2.0 bits) lies between "
+        "the highest placeholder among gitleaks' false positives (1.6) and the lowest secret of 16+ characters in gitleaks' "
+        "true positives, pii_cases and the planted samples (2.6); halves A and B show the methods hold on both halves.",
+    ]
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -754,11 +845,21 @@ def targets_table(
     mbps: float,
     touched: int,
     families: list[FamilyResult],
-    cases: CaseResult,
+    cases: CaseScores,
 ) -> Table:
     table = Table(title="Targets (ours)")
     for name in ("target", "value", "result"):
         table.add_column(name)
+    tps, fps = secret_cases.true_positives(), secret_cases.false_positives(ambiguous=False)
+    prose_n = len(tps) * len(secret_cases.PROSE)
+    for label, value, n, target in (
+        ("gitleaks' true positives removed, bare", cases.tp_bare, len(tps), CASE_RECALL_TARGET),
+        ("gitleaks' true positives removed, in prose", cases.tp_prose, prose_n, CASE_RECALL_TARGET),
+        ("gitleaks' unambiguous false positives kept", cases.fp_kept[""], len(fps), CASE_KEPT_TARGET),
+    ):
+        table.add_row(f"{label} ≥ {target:.1%}", f"{value}/{n} ({value / n:.1%})", verdict(value >= target * n))
+    kept, n = sum(cases.negatives_kept.values()), len(secret_cases.negatives())
+    table.add_row("evidence in varied prose kept = all", f"{kept}/{n}", verdict(kept == n))
     secret = ours_scores["secret"].recall or 0.0
     table.add_row(
         f"secret recall ≥ {SECRET_TARGET}", f"{secret:.3f}", verdict(secret >= SECRET_TARGET)
@@ -801,11 +902,7 @@ def targets_table(
         table.add_row(label, f"{whole}/{n}", verdict(whole == n))
     rows = [r for r in families if r.case.group == "negative"]
     n, kept = sum(len(r.case.texts) for r in rows), sum(r.counts.get("ours", 0) for r in rows)
-    table.add_row("generated hard negatives untouched = all", f"{kept}/{n}", verdict(kept == n))
-    tp, covered = cases.tp + cases.prose_texts, cases.tp_bare + cases.tp_prose
-    table.add_row("gitleaks' true positives covered, bare and in prose = all", f"{covered}/{tp}", verdict(covered == tp))
-    table.add_row("gitleaks' false positives: own rule silent = all", f"{cases.fp - cases.fp_own_rule}/{cases.fp}",
-                  verdict(cases.fp_own_rule == 0))
+    table.add_row("generated hard negatives untouched = all (self-check)", f"{kept}/{n}", verdict(kept == n))
     return table
 
 
@@ -881,16 +978,38 @@ def footnotes(
     return lines
 
 
+def secret_case_scores(tools: list[Tool]) -> tuple[list[str], dict[str, CaseScores]]:
+    scrubbers = [(t.name, tool_spans(t)) for t in tools] + baselines()
+    return [name for name, _ in scrubbers], {name: evaluate_secret_cases(name, spans) for name, spans in scrubbers}
+
+
+def print_secret_cases(console: Console, names: list[str], scores: dict[str, CaseScores]) -> None:
+    console.print(secret_cases_table(names, scores))
+    for note in secret_case_notes():
+        console.print(f"  [dim]* {note}[/]")
+    console.print(secret_families_table(names, scores, len(names) - len(baselines())))
+    console.print(negatives_table(names, scores))
+
+
 def main(argv: list[str]) -> None:
     console = Console(width=200)
+    if "--secrets" in argv:  # the main measure of secrets alone (a minute, not four)
+        with default_settings():
+            names, scores = secret_case_scores([ours(), scrubadub_tool(), detect_secrets_tool()])
+        print_secret_cases(console, names, scores)
+        if "--misses" in argv:
+            console.print(errors_table("Where ours misses", scores["ours"].misses, ("case", "what", "text")))
+        return
     rows = load_rows()
     texts = [r.text for r in rows]
     clean = clean_texts()
     pinned = pin_one_core()
     with default_settings():
         tools = [ours(), scrubadub_tool(), detect_secrets_tool()]
+        names, case_scores = secret_case_scores(tools)
         results = {t.name: evaluate(t, rows) for t in tools}
         notes = footnotes(tools, results, rows)  # before later runs add to the unscored counts
+        print_secret_cases(console, names, case_scores)
         console.print(accuracy_table(tools, results))
         for note in notes:
             console.print(f"  [dim]* {note}[/]")
@@ -906,11 +1025,9 @@ def main(argv: list[str]) -> None:
     console.print(negatives)
     console.print(families_table(tools, families))
     console.print(f"  [dim]* {gitleaks_note()}[/]")
-    cases = evaluate_gitleaks_cases()
-    console.print(gitleaks_cases_table(cases))
     ours_scores, ours_errors = results["ours"]
     peers = [(t, results[t.name][0]) for t in tools[1:]]
-    console.print(targets_table(ours_scores, peers, mbps, touched, families, cases))
+    console.print(targets_table(ours_scores, peers, mbps, touched, families, case_scores["ours"]))
     reviewed_rows = [replace(r, contested=r.contested or r.id in REVIEWED) for r in rows]
     reviewed = evaluate(tools[0], reviewed_rows)[0]["secret"]
     console.print(
@@ -936,9 +1053,10 @@ def main(argv: list[str]) -> None:
             )
         )
     if "--misses" in argv:
+        console.print(errors_table("Where ours misses on gitleaks' cases and evidence", case_scores["ours"].misses,
+                                   ("case", "what", "text")))
         missed = [(r.case.group, r.case.family, text) for r in families for text in r.misses]
-        missed += [("gitleaks_cases", case_id, template) for case_id, template in cases.missed]
-        console.print(errors_table("Family samples ours misses (or touches, for negatives)", missed, ("group", "family", "text")))
+        console.print(errors_table("Self-check samples ours misses (or touches, for negatives)", missed, ("group", "family", "text")))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import re2
 from ..core import MAX_DEPTH, jsontext
 from ._decoded import NORMALISE, NORMALISE_HINT, base64_finds, may_hold_base64, normalised
 from ._gitleaks import Allowlist, RuleSet, gitleaks_rules
+from ._placeholders import NoSecret
 from ._rules import (
     DETECTORS,
     DIGIT_SHAPED_KINDS,
@@ -43,6 +44,7 @@ from ._rules import (
     EVIDENCE,
     IDENTITY_KEYS,
     NOT_SECRET_NAMES,
+    PERSONAL_KINDS,
     PLACEHOLDER,
     PLAIN_TOKEN,
     Finding,
@@ -142,6 +144,8 @@ _ALLOWLISTS = (
     *_GITLEAKS.allowlists,
     Allowlist("match", False, re2.compile(rf"(?i)(?:{NOT_SECRET_NAMES})[\"']?\s*[=:]"), None, False),
 )
+#: What holds no secret however secret it looks (:mod:`._placeholders`).
+_NO_SECRET = NoSecret(_GITLEAKS.allowlists, _GITLEAKS.examples, _GITLEAKS.generic_names)
 
 
 def find(text: str, *, prefilter: bool = True) -> list[Finding]:
@@ -260,10 +264,12 @@ class _Characters:
 
 
 def _without_overlaps(found: list[Finding], text: str) -> list[Finding]:
-    """Earliest first, the longest of those starting together; a find inside a kept one goes.
-    Ours come before gitleaks' in ``found``, so on a tie our kind is kept. Nothing may touch
+    """Secret finds that hold no secret dropped (:mod:`._placeholders`); then earliest first,
+    the longest of those starting together; a find inside a kept one goes. Ours come before gitleaks' in ``found``, so on a tie our kind is kept. Nothing may touch
     a placeholder ("[REDACTED:url_credentials:1]" names a secret word): scrubbing twice
     changes nothing."""
+    holds_none = _NO_SECRET.holds_none
+    found = [f for f in found if f.kind in PERSONAL_KINDS or not holds_none(text, f.kind, f.start, f.end)]
     found.sort(key=lambda f: (f.start, f.start - f.end))
     placeholders = [m.span() for m in PLACEHOLDER.finditer(text)] if "[REDACTED:" in text else []
     kept: list[Finding] = []

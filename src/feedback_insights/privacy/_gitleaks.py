@@ -420,6 +420,12 @@ class RuleSet:
     #: (rule id, how it is applied differently from gitleaks on a file).
     notes: tuple[tuple[str, str], ...]
     total: int
+    #: Values some rule's allow-list names literally (Firebase's published keys): public
+    #: whichever rule finds them (:mod:`._placeholders`).
+    examples: frozenset[str] = frozenset()
+    #: generic-api-key's allow-lists on the whole match: names that hold no secret
+    #: ("csrf-token", "key_id", "api_version"), for every generic "name = value" find.
+    generic_names: tuple[Allowlist, ...] = ()
 
     @property
     def gate(self) -> str | None:
@@ -495,7 +501,34 @@ def parse_rules(text: str, *, compile_all: bool = True) -> RuleSet:
             continue
         if "path" in raw:
             notes.append((rules[-1].id, f"scoped to files matching {raw['path']!r}: applied to all feedback text"))
-    return RuleSet(tuple(rules), tuple(Allowlist.parse(a) for a in global_lists), tuple(left_out), tuple(notes), len(raw_rules))
+    every_list = [*global_lists, *(a for raw in raw_rules for a in raw.get("allowlists", []))]
+    generic: dict[str, Any] = next((raw for raw in raw_rules if raw.get("id") == "generic-api-key"), {})
+    names = tuple(Allowlist.parse(a) for a in generic.get("allowlists", []) if a.get("regexTarget") == "match")
+    return RuleSet(tuple(rules), tuple(Allowlist.parse(a) for a in global_lists), tuple(left_out), tuple(notes),
+                   len(raw_rules), published_examples(every_list), names)
+
+
+#: What makes an allow-list regex a pattern rather than one literal value.
+_METACHARACTERS = re.compile(r"[.^$*+?{}\[\]\\|()]")
+
+
+#: A stop-word as long as a key, with digits and letters, is a value gitleaks names
+#: ("6fe4476e…", a UUID); the others are words ("about", the alphabet).
+_NAMED_VALUE = re.compile(r"(?=.*\d)(?=.*[A-Za-z]).{16,}")
+
+
+def published_examples(allowlists: list[dict[str, Any]]) -> frozenset[str]:
+    """The values gitleaks' allow-lists name one by one: regexes on the secret without a
+    metacharacter (Firebase's documented keys) and stop-words that are values."""
+    literals = {
+        regex
+        for allowlist in allowlists
+        if allowlist.get("regexTarget", "secret") == "secret"
+        for regex in allowlist.get("regexes", [])
+        if len(regex) >= 8 and not _METACHARACTERS.search(regex)
+    }
+    literals.update(w for allowlist in allowlists for w in allowlist.get("stopwords", []) if _NAMED_VALUE.fullmatch(w))
+    return frozenset(literals)
 
 
 def packaged_rules_text() -> str:

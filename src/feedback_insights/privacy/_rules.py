@@ -93,9 +93,10 @@ def _digits(value: str) -> str:
 
 def card_ok(match: re.Match[str]) -> bool:
     """A payment card: 12-19 digits, not a network-less leading 7-9, and the Luhn check.
-    A 13-digit number starting with 1 is a millisecond timestamp, not a card."""
+    A 13-digit number starting with 1 is a millisecond timestamp, not a card; one digit repeated
+    ("000000000000000000", which passes Luhn) is a placeholder."""
     digits = _digits(match.group(0))
-    if not 12 <= len(digits) <= 19 or digits[0] in "789":
+    if not 12 <= len(digits) <= 19 or digits[0] in "789" or len(set(digits)) == 1:
         return False
     if len(digits) == 13 and digits[0] == "1":
         return False
@@ -141,7 +142,8 @@ def ipv6_ok(match: re.Match[str]) -> bool:
 
 _DATE_LIKE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{4}")
 _PHONE_NOUNS = "phone|mobile|cell|tel|telephone|fax|desk|office|sms|whatsapp|registered"
-_PHONE_VERBS = "call|calling|text|contact|reach|dial|ring|answering"
+#: "calling" is not one: in API feedback it is an API call ("Calling github failed with 20231902").
+_PHONE_VERBS = "call|text|contact|reach|dial|ring|answering"
 # A noun labels the number ("Mobile: 99 577450", "my registered 668 5702"); a verb may stand a few
 # words off ("call me on 9472 7916"). "office is at 17031 2202" is a street address.
 _PHONE_WORD_BEFORE = re.compile(
@@ -181,12 +183,13 @@ def phone_span(match: re.Match[str]) -> tuple[int, int] | None:
 def phone_ok(value: str, text: str, start: int) -> bool:
     """Digit groups shaped like a phone number, 7-15 digits, not a date. A plain or
     two-group number ("370 3911") is as likely a street number, count or id, so it also needs
-    a phone word just before it ("Mobile: 99 577450") unless it is a North American number."""
+    a phone word just before it ("Mobile: 99 577450") unless it is a North American number
+    written as one ("(415) 555-0132", "415.555.0132")."""
     digits = _digits(re.split(r"x|ext", value)[0])
     if not 7 <= len(digits) <= 15 or _DATE_LIKE.search(value):
         return False
-    if _NANP.fullmatch(value):
-        return True
+    if _NANP.fullmatch(value) and not value.isdigit():
+        return True  # a bare run of ten digits is as likely an id or a SHA's digits: it needs a word
     if value.isdigit() and len(value) > 10:
         return False  # a bare long number is an id or a timestamp
     strong = value[0] in "+(" or "." in value or value.count("-") >= 2 or len(re.findall(r"\d+", value)) >= 3
@@ -201,7 +204,7 @@ def phone_ok(value: str, text: str, start: int) -> bool:
 # token changes case mid-word ("QTRCKgdIEeGM…").
 # Atomic groups: a word, once matched, is never re-split (no exponential backtracking).
 _WORD = r"(?>[a-z]{1,20}|[A-Z][a-z]{1,19}|[A-Z]{1,10}|[A-Z0-9]{1,6})"
-_WORDS = re.compile(rf"{_WORD}(?:[_ -]{_WORD})*+:?")
+_WORDS = re.compile(rf"{_WORD}(?:[_ .-]{_WORD})*+:?")
 _PASSWORD_KEY = re.compile(r"pass(?:word|wd|phrase)?|pwd", re.IGNORECASE)
 
 
@@ -213,7 +216,8 @@ def high_entropy(value: str) -> bool:
 
 
 def looks_like_words(value: str) -> bool:
-    """ "expired_after_refresh", "HMAC-SHA256", "metadata:" — prose, not a credential."""
+    """ "expired_after_refresh", "HMAC-SHA256", "metadata:", "var.db_password" — prose or a
+    reference to a variable, not a credential."""
     return bool(_WORDS.fullmatch(value))
 
 
@@ -265,7 +269,9 @@ def _cookie_ok(match: re.Match[str]) -> bool:
 
 
 def _auth_ok(match: re.Match[str]) -> bool:
-    return _word_start(match) and high_entropy(match.group("v"))
+    """A credential after an auth scheme, on its line; "token property" is prose."""
+    value = match.group("v")
+    return _word_start(match) and high_entropy(value) and not looks_like_words(value)
 
 
 _PORT_THEN_PATH = re.compile(r"\d{1,5}(?:[/?#]|$)")
@@ -328,6 +334,15 @@ def _basic_blob_ok(match: re.Match[str]) -> bool:
 _PEM_END = r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{4,}[ \t]*\r?|[ \t]*(?:Proc-Type|DEK-Info|Comment):.*|[ \t]*\r?")
 _PEM_TAIL = re.compile(r"[A-Za-z0-9+/=]{16,}[ \t]*$")
+#: Key material: a run of base64 as long as a quarter of a PEM line. "BEGIN PRIVATE KEY …
+#: anything … END" (documentation's shape of a key) holds none.
+_KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/]{16}")
+
+
+def _private_key_ok(match: re.Match[str]) -> bool:
+    return bool(_KEY_MATERIAL.search(match.group(0)))
+
+
 #: Key bodies are at most a few dozen lines; the walk back stops here in any case.
 _PEM_MAX_LINES = 512
 
@@ -335,7 +350,7 @@ _PEM_MAX_LINES = 512
 def _pem_body_span(match: re.Match[str]) -> tuple[int, int] | None:
     """A private key whose BEGIN line was not pasted: the END line and the base64 lines above
     it, walking back line by line (linear, unlike a regex anchored on the END line). None when
-    no body line precedes the END line: then there is nothing secret."""
+    no body line with key material precedes the END line: then there is nothing secret."""
     text, start = match.string, match.start()
     line_start = text.rfind("\n", 0, start) + 1
     tail = _PEM_TAIL.search(text, line_start, start)
@@ -355,7 +370,9 @@ def _pem_body_span(match: re.Match[str]) -> tuple[int, int] | None:
         if line.strip():
             begin = previous
         line_start = previous
-    return None if begin == start else (begin, match.end())
+    if begin == start or not _KEY_MATERIAL.search(text, begin, start):
+        return None
+    return begin, match.end()
 
 
 #: How the base64 of a DER private key begins: a SEQUENCE then the INTEGER version 0 or 1
@@ -403,7 +420,9 @@ _VALUE = (
     r"(?P<v>(?<=\")[^\"\n]{1,200}(?=\")|(?<=')[^'\n]{1,200}(?=')"
     r"|(?:[^\s\x00-\x1f\"'&,;<>)=]|&(?![\w.-]{1,64}=))++(?:={1,3}(?!\w))?+)(?!=)"
 )
-_KEY_VALUE = re.compile(rf"(?:{_SECRET_WORDS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?{_VALUE}", _I)
+#: A value is on its key's line: "GITHUB_API_KEY=" then a newline is an empty key, not the next
+#: line's text as its value.
+_KEY_VALUE = re.compile(rf"(?:{_SECRET_WORDS})[\"']?[ \t]*(?:[=:]|[ \t]+is[ \t]+)[ \t]*[\"']?{_VALUE}", _I)
 
 #: How every secret word begins: where a "key: value" match can start.
 _SECRET_WORD_STEMS = (
@@ -466,7 +485,7 @@ _PHONE = (
 )
 
 DETECTORS: tuple[Detector, ...] = (
-    _vendor("private_key", "-----BEGIN", _PRIVATE_KEY),
+    Detector("private_key", "-----BEGIN", re.compile(_PRIVATE_KEY), 0, _private_key_ok),
     Detector("private_key", "-----END", re.compile(_PEM_END), 0, _pem_body_span),
     _vendor("private_key", _DER_KEY, _PEM_BODY),
     # A JWS has exactly three segments (a fourth makes it something else); an unsigned ("alg":
@@ -479,22 +498,25 @@ DETECTORS: tuple[Detector, ...] = (
     _vendor("stripe_key", "_(?:live|test)_", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),
     # Webhook signing secrets: whoever holds one can forge Stripe's events.
     _vendor("stripe_key", "whsec_", r"\bwhsec_[A-Za-z0-9+/=]{20,}"),
-    # xoxe-: Slack's refresh tokens; xoxe.xoxp-: its configuration tokens.
+    # xoxe-: Slack's refresh tokens; xoxe.xoxp-: its configuration tokens. Every Slack token
+    # has a number after its prefix (a team, a user, a version): "xoxb-xoxb-my-bot-token" and
+    # "…-xoxo-indieweb-1.jpg" are none.
     _vendor(
         "slack_token",
         r"xox[abposre][-.]|xapp-",
-        r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxoxe\.xox[bp]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}",
+        r"\bxox[abposre]-\d+-[A-Za-z0-9-]{10,}|\bxoxe\.xox[bp]-\d+-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}",
     ),
     _vendor("webhook_url", "hooks\\.slack\\.com|/api/webhooks|office\\.com/webhook", _WEBHOOK),
-    _vendor("google_api_key", "AIza", r"\bAIza[0-9A-Za-z_-]{35}"),
+    # Fixed-length formats end where the format does: a longer token is something else.
+    _vendor("google_api_key", "AIza", r"\bAIza[0-9A-Za-z_-]{35}(?![\w-])"),
     _vendor("google_oauth_token", "ya29\\.", r"\bya29\.[0-9A-Za-z_-]{20,}"),
     _vendor("sendgrid_key", "SG\\.", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
     _vendor("npm_token", "npm_", r"\bnpm_[A-Za-z0-9]{36}\b"),
-    _vendor("huggingface_token", "hf_", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    _vendor("huggingface_token", "hf_", r"\bhf_[A-Za-z0-9]{34}\b"),
     Detector(
         "auth_header",
         r"(?i)(?:bearer|basic|digest|token)\s+[a-z0-9._~+/=-]{8}",
-        re.compile(r"(?:bearer|basic|digest|token)\s+(?P<v>[a-z0-9._~+/=-]{8,})", _I),
+        re.compile(r"(?:bearer|basic|digest|token)[ \t]+(?P<v>[a-z0-9._~+/=-]{8,})", _I),
         "v",
         _auth_ok,
     ),
