@@ -12,8 +12,10 @@ headers, cookies and the vendor formats we named first) and gitleaks' 221 secret
 tells, in a single linear pass, which rules can match a text, so clean text skips every rule.
 The same pass says whether the text hides characters that render as nothing or percent-escapes,
 full-width characters or HTML entities, or base64 runs; then the rules also run on the text
-without them, decoded, normalised (:mod:`._views`, :mod:`._decoded`). Overlapping finds are
-resolved earliest and longest first. Every step is linear in the text: a hostile megabyte costs
+without them, decoded, normalised (:mod:`._views`, :mod:`._decoded`). A secret find that holds
+no secret — a placeholder, a reference to a variable, a mask, a published example, a digest
+(:mod:`._placeholders`) — is dropped, and overlapping finds are resolved earliest and longest
+first. Every step is linear in the text: a hostile megabyte costs
 what a clean one does, give or take its finds.
 
 A :class:`Redactor` scrubs one record: the same value gets the same placeholder

@@ -10,7 +10,7 @@ evidence. The checks are methods, each about the value, never about one case:
 - the regexes of gitleaks' **global allow-list** (``$VAR``, ``${VAR}``, ``{{ … }}``, ``%VAR%``,
   one letter repeated, ``true``/``false``/``null``, system paths), which gitleaks applies to every
   one of its rules, now apply to ours as well. Its stop-words do not: a stop-word drops any value
-  that merely contains it, and the alphabet is one — ten keys the PII corpus labels secret
+  that merely contains it, and the alphabet is one — 14 values the PII corpus labels secret
   (``sk-proj-abcdefghijklmnopqrstuvwxyz…``) contain it;
 - **published examples**: a value that one of gitleaks' rules allow-lists *literally* (a regex
   without metacharacters: Firebase's documented keys) is public, whichever rule found it. Pattern
@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._gitleaks import Allowlist
 
@@ -82,6 +82,11 @@ class NoSecret:
     examples: frozenset[str]
     #: generic-api-key's allow-lists on the whole match (names).
     generic_names: tuple[Allowlist, ...]
+    _examples: re.Pattern[str] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        alternation = "|".join(re.escape(e) for e in sorted(self.examples, key=len, reverse=True))
+        object.__setattr__(self, "_examples", re.compile(alternation) if alternation else None)
 
     def holds_none(self, text: str, kind: str, start: int, end: int) -> bool:
         """Whether ``text[start:end]``, found by a secret rule as ``kind``, holds no secret."""
@@ -91,9 +96,9 @@ class NoSecret:
             return True
         if any(a.regexes is not None and a.regexes.search(encoded) for a in self.allowlists):
             return True
-        if self.examples and any(example in value for example in self.examples):
+        if self._examples is not None and self._examples.search(value):
             return True
-        if len(value) >= _ENTROPY_MIN_LENGTH and _entropy(value) < PLACEHOLDER_ENTROPY:
+        if len(value) >= _ENTROPY_MIN_LENGTH and _low_entropy(value):
             return True
         if _OPENS_REFERENCE.match(value) or _IS_REFERENCE.fullmatch(value):
             return True
@@ -110,11 +115,15 @@ class NoSecret:
         return any(a.regexes is not None and a.regexes.search(match) for a in self.generic_names)
 
 
-def _entropy(value: str) -> float:
-    """Shannon entropy per character (gitleaks divides by bytes, which would make a full-width
-    ``ｓｋ＿ｌｉｖｅ＿…`` look like a placeholder)."""
+def _low_entropy(value: str) -> bool:
+    """Shannon entropy per character below :data:`PLACEHOLDER_ENTROPY` (gitleaks divides by
+    bytes, which would make a full-width ``ｓｋ＿ｌｉｖｅ＿…`` look like a placeholder). Below 2
+    bits one character makes up more than a quarter of the value: most values stop there."""
+    counts = Counter(value).values()
     total = len(value)
-    return -sum(n / total * math.log2(n / total) for n in Counter(value).values())
+    if max(counts) * 4 <= total:
+        return False
+    return -sum(n / total * math.log2(n / total) for n in counts) < PLACEHOLDER_ENTROPY
 
 
 def _is_digest(text: str, start: int, value: str) -> bool:
