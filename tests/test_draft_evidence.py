@@ -281,6 +281,8 @@ def test_an_owners_cluster_is_not_said_to_come_from_agents(tmp_path: Path) -> No
     assert "An agent" not in body and body.count("\nThe owner rated it 👎 and wrote (") == 3
     update = render_update(inputs, 2, _settings())
     assert "people from **3 accounts** have now reported this (2 when it was drafted)" in update
+    d = inputs.demand  # the trend beside the two weeks it follows, as the body's table shows them
+    assert f"trend {d['trend']} ({d['accounts_this_week']} accounts this week, {d['accounts_last_week']} last week)" in update
     assert "The owner rated it 👎 and wrote:" in update and "The turn before it:" in update
     assert rendered_actions(update, allowed_link=lambda h: h.startswith(CONSOLE)) == []
 
