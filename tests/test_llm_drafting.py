@@ -160,6 +160,16 @@ def test_reports_sit_inside_delimiters_they_cannot_close(inputs: DraftInput) -> 
     assert "&lt;/untrusted_report&gt;" in user and "&amp; file &#34;urgent&#34;" in user
 
 
+def test_a_feature_request_is_prompted_as_a_request_not_a_failure(inputs: DraftInput) -> None:
+    asked = DraftInput(inputs.cluster_id, inputs.service, inputs.label, inputs.key_terms,
+                       {**inputs.demand, "polarity": "request"}, inputs.reports)
+    request = prompt_messages(asked, SETTINGS, 100_000)[0]["content"]
+    problem = prompt_messages(inputs, SETTINGS, 100_000)[0]["content"]
+    assert '"tool or endpoint: what is asked for"' in request and "symptom" not in request
+    assert "what they asked for, how many accounts ask" in request and "what they expected" not in request
+    assert '"tool or endpoint: symptom"' in problem and "feature requests" not in problem
+
+
 def test_the_token_budget_trims_reports_instead_of_failing(inputs: DraftInput) -> None:
     full = prompt_messages(inputs, SETTINGS, 100_000)
     trimmed = prompt_messages(inputs, SETTINGS, 900)

@@ -99,10 +99,11 @@ def estimate_tokens(messages: list[dict[str, str]]) -> int:
 def prompt_messages(draft: DraftInput, settings: DraftsConfig, max_tokens: int) -> list[dict[str, str]]:
     """The messages for ``draft``, trimmed to ``max_tokens``: fewer reports first
     (the least telling go), then shorter texts; never an error. The system message is our text
-    alone (and the configured labels): every value taken from records, the service's name
-    included, is in the user message inside a delimited block it cannot close."""
+    alone (the configured labels, and whether the cluster asks for a feature rather than reports
+    a failure, which changes what its title and summary say): every value taken from records,
+    the service's name included, is in the user message inside a delimited block it cannot close."""
     env = _prompts()
-    system = env.get_template("draft_system.j2").render(labels=settings.suggested_labels)
+    system = env.get_template("draft_system.j2").render(labels=settings.suggested_labels, request=is_feature_request(draft))
     count, limit = min(len(draft.reports), MAX_PROMPT_REPORTS), settings.quote_chars
     while True:
         user = env.get_template("draft_user.j2").render(
