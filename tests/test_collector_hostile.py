@@ -175,11 +175,10 @@ def closings(sockets: list[socket.socket], deadline: float) -> list[tuple[bytes,
     done: dict[socket.socket, tuple[bytes, float]] = {}
     with selectors.DefaultSelector() as selector:
         for sock in sockets:
-            selector.register(sock, selectors.EVENT_READ)
+            selector.register(sock, selectors.EVENT_READ, data=sock)
         while len(done) < len(sockets) and (left := deadline - time.monotonic()) > 0:
             for key, _ in selector.select(timeout=left):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
+                sock = key.data
                 try:
                     chunk = sock.recv(65536)
                 except ConnectionResetError:
