@@ -15,8 +15,8 @@ full-width characters or HTML entities, or base64 runs; then the rules also run 
 without them, decoded, normalised (:mod:`._views`, :mod:`._decoded`). A secret find that holds
 no secret — a placeholder, a reference to a variable, a mask, a published example, a digest
 (:mod:`._placeholders`) — is dropped, and overlapping finds are resolved earliest and longest
-first. Every step is linear in the text: a hostile megabyte costs
-what a clean one does, give or take its finds.
+first. Every step is linear in the text: a hostile megabyte costs what a clean one does, give
+or take its finds.
 
 A :class:`Redactor` scrubs one record: the same value gets the same placeholder
 (``[REDACTED:email:1]``) everywhere in the record, values under keys that name a secret are
@@ -267,9 +267,9 @@ class _Characters:
 
 def _without_overlaps(found: list[Finding], text: str) -> list[Finding]:
     """Secret finds that hold no secret dropped (:mod:`._placeholders`); then earliest first,
-    the longest of those starting together; a find inside a kept one goes. Ours come before gitleaks' in ``found``, so on a tie our kind is kept. Nothing may touch
-    a placeholder ("[REDACTED:url_credentials:1]" names a secret word): scrubbing twice
-    changes nothing."""
+    the longest of those starting together; a find inside a kept one goes. Ours come before
+    gitleaks' in ``found``, so on a tie our kind is kept. Nothing may touch a placeholder
+    ("[REDACTED:url_credentials:1]" names a secret word): scrubbing twice changes nothing."""
     holds_none = _NO_SECRET.holds_none
     found = [f for f in found if f.kind in PERSONAL_KINDS or not holds_none(text, f.kind, f.start, f.end)]
     found.sort(key=lambda f: (f.start, f.start - f.end))
