@@ -433,6 +433,18 @@ def _encodings(rng: random.Random, n: int) -> tuple[str, list[str]]:
     return "".join(chunks), secrets[::97]
 
 
+def _no_secret_beside_secrets(rng: random.Random, n: int) -> tuple[str, list[str]]:
+    """Finds that hold no secret (a placeholder, a reference, a mask, digests beside a vendor's
+    name) around a real token: each is judged on its own value and a few characters around it."""
+    chunks, secrets = [], []
+    for _ in range(n // 5):
+        real, sha = "ghp_" + rand(rng, 36), _hex(rng, 40)
+        chunks.append(f"ghp_{'x' * 36} API_KEY=${{API_KEY}} key sk_live_51Hq**** sourcegraph logged {sha}, "
+                      f"md5:{sha[:32]} then {real} " + _FILLER * 3)
+        secrets.append(real)
+    return "".join(chunks), secrets[::97]
+
+
 #: Lines of about a megabyte with thousands of finds, each also at an eighth of its length:
 #: every stage must stay linear (a find's character offset, the line its allow-lists see, the
 #: placeholders already in the text, the decoded views), so the long line takes about eight
@@ -441,6 +453,7 @@ HUGE: dict[str, Callable[[random.Random, int], tuple[str, list[str]]]] = {
     "non_ascii_text_with_a_token_every_line": _non_ascii_tokens,
     "placeholders_beside_new_finds": _placeholders_beside_finds,
     "encoded_tokens_entities_full_width_base64_env": _encodings,
+    "finds_that_hold_no_secret_beside_real_tokens": _no_secret_beside_secrets,
 }
 _HUGE_FINDS = 12_000
 
