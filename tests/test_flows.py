@@ -1,5 +1,6 @@
-"""The Prefect flows, run for real: one session-wide Prefect test harness, the sample end to
-end, the same result on a Dask cluster, and a schedule that fires under ``serve``."""
+"""The Prefect flows, run for real: one Prefect test harness for the module, the sample end to
+end, the same clusters on Prefect's threads, on a Dask cluster and in one process (the session's
+clustered sample), and a schedule that fires under ``serve``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -15,21 +17,24 @@ import httpx
 import pytest
 import yaml
 
-from feedback_insights.config import Config, FlowsConfig, GitHubConfig, embedded_default
+from feedback_insights.config import Config, FileDropConfig, FlowsConfig, GitHubConfig, embedded_default
 
-from .conftest import REPO
+from .conftest import REPO, write_jsonl
 from .github_fake import running_github
 
 
-@pytest.fixture(scope="session")
-def prefect(tmp_path_factory: pytest.TempPathFactory):
-    """A Prefect API for the whole session (a temporary SQLite server: ~20 s to start)."""
-    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+@pytest.fixture(scope="module")
+def prefect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A Prefect API for this module's flows (a temporary SQLite server: ~20 s to start). Its
+    settings are this module's only: a ``PREFECT_HOME`` left behind would be inherited by every
+    ``run`` a later test starts, which would then keep its state in this module's home."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect-home")))
+        env.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+        with prefect_test_harness(server_startup_timeout=180):
+            yield
 
 
 def _clusters(path: Path) -> set[frozenset[str]]:
@@ -40,7 +45,9 @@ def _clusters(path: Path) -> set[frozenset[str]]:
     return {frozenset([view, *members]) for view, members in rows}
 
 
-def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_flows_run_the_sample_end_to_end(
+    prefect, clustered_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from feedback_insights.drafts import approve
     from feedback_insights.flows import FLOWS as flows
     from feedback_insights.warehouse import Warehouse
@@ -65,6 +72,8 @@ def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatc
         assert insights["signals"] == 439 and f"{clusters} new clusters" in insights["reports"] and clusters >= 15
         assert insights["drafts"].startswith(f"{drafted} new drafts, 0 refreshed, {by_hand} attached to issues filed by hand")
         assert drafted >= 10 and by_hand >= 1
+        # The flow's shards on Prefect's threads cluster as the library does in one process.
+        assert _clusters(config.warehouse.path) == _clusters(clustered_sample)
         with Warehouse(config.warehouse.path) as wh:
             [(first,)] = wh.con.execute("SELECT min(id) FROM drafts WHERE status = 'pending'").fetchall()
             approve(wh, first, "maria")
@@ -76,21 +85,19 @@ def test_the_flows_run_the_sample_end_to_end(prefect, tmp_path: Path, monkeypatc
     assert "new 0" in flows["ingest"](config=str(path))["line"]
 
 
-def test_a_dask_cluster_gives_the_same_clusters(prefect, tmp_path: Path) -> None:
+def test_a_dask_cluster_gives_the_same_clusters(prefect, clustered_sample: Path, tmp_path: Path) -> None:
+    """Shards of 100 on two Dask workers, against the session's sample clustered in one process
+    (the end-to-end test shows the flow on Prefect's threads gives that too)."""
     from feedback_insights.flows import FLOWS as flows
 
-    results = []
-    for runner in ("local", "dask"):
-        folder = tmp_path / runner
-        folder.mkdir()
-        config = embedded_default(folder / "feedback.duckdb").model_copy(
-            update={"flows": FlowsConfig(task_runner=runner, dask_workers=2, shard_size=100)}
-        )
-        path = _write_config(config, folder)
-        flows["ingest"](config=str(path))
-        flows["insights"](config=str(path))
-        results.append(_clusters(config.warehouse.path))
-    assert results[0] == results[1] and len(results[0]) > 40
+    config = embedded_default(tmp_path / "feedback.duckdb").model_copy(
+        update={"flows": FlowsConfig(task_runner="dask", dask_workers=2, shard_size=100)}
+    )
+    path = _write_config(config, tmp_path)
+    flows["ingest"](config=str(path))
+    flows["insights"](config=str(path))
+    expected = _clusters(clustered_sample)
+    assert _clusters(config.warehouse.path) == expected and len(expected) > 40
 
 
 def test_prefect_yaml_declares_the_configured_schedules() -> None:
@@ -104,11 +111,10 @@ def test_prefect_yaml_declares_the_configured_schedules() -> None:
 
 
 def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
-    config = embedded_default(tmp_path / "feedback.duckdb").model_copy(
-        update={"flows": FlowsConfig(ingest=5, insights="0 0 1 1 *", publish="0 0 1 1 *", weekly_digest="0 0 1 1 *")}
+    config, path = served_config(
+        tmp_path, FlowsConfig(ingest=5, insights="0 0 1 1 *", publish="0 0 1 1 *", weekly_digest="0 0 1 1 *")
     )
-    path = _write_config(config, tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}, **FAST_LOOPS}
     serve = subprocess.Popen(
         [sys.executable, "-m", "feedback_insights", "serve", "--config", str(path)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -130,7 +136,18 @@ def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
         deployments = httpx.post(f"{server.api_url}/deployments/filter", json={}, timeout=30).json()
     assert sorted(d["name"] for d in deployments) == ["ingest", "insights", "publish", "weekly-digest"]
     assert not any(d["paused"] for d in deployments)
-    assert all(schedule["active"] for d in deployments for schedule in d["schedules"])
+    # Each with the one schedule [flows] gives it, still active.
+    served = {d["name"]: [(s["schedule"], s["active"]) for s in d["schedules"]] for d in deployments}
+    never = {"cron": "0 0 1 1 *", "timezone": config.flows.timezone}
+    assert [(schedule.get("interval"), active) for schedule, active in served.pop("ingest")] == [(5.0, True)]
+    for name, schedules in served.items():
+        assert [({k: schedule.get(k) for k in never}, active) for schedule, active in schedules] == [(never, True)], name
+
+
+#: Prefect's server schedules a deployment's runs every 60 s, and ``serve``'s runner looks for
+#: due runs every 10 s: a test's ``serve`` (its own server inherits this) does both every
+#: second, so a run starts within seconds of being due. Prefect's own settings.
+FAST_LOOPS = {"PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1", "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
 
 
 def _wait_for_ingest_runs(warehouse: Path, serve: subprocess.Popen, timeout: float) -> int:
@@ -146,6 +163,18 @@ def _wait_for_ingest_runs(warehouse: Path, serve: subprocess.Popen, timeout: flo
             pass  # not created yet, or the flow is writing to it right now
         time.sleep(1)
     raise AssertionError(f"no scheduled ingest ran within {timeout:.0f} s")
+
+
+def served_config(folder: Path, flows: FlowsConfig) -> tuple[Config, Path]:
+    """What a test's ``serve`` serves, and its file in ``folder``: the embedded default's
+    settings over one report in a file drop, so that a run a schedule (or a test) starts is over
+    in moments, however many a 5 s schedule has started at once on a busy machine."""
+    drop = folder / "drop"
+    drop.mkdir()
+    write_jsonl(drop / "reports.jsonl", [{"type": "bug", "goal": "g", "message": "m"}])
+    sources = [FileDropConfig(kind="files", name="drop", path=drop, service="acme-api")]
+    config = embedded_default(folder / "feedback.duckdb").model_copy(update={"flows": flows, "sources": sources})
+    return config, _write_config(config, folder)
 
 
 def _write_config(config: Config, folder: Path) -> Path:

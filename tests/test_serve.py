@@ -15,9 +15,9 @@ from pathlib import Path
 import duckdb
 import psutil
 
-from feedback_insights.config import FlowsConfig, embedded_default
+from feedback_insights.config import FlowsConfig
 
-from .test_flows import _write_config
+from .test_flows import FAST_LOOPS, served_config
 
 NEVER = "0 0 1 1 *"  # no schedule fires during a test: runs are triggered by hand
 
@@ -35,13 +35,10 @@ def _background_job() -> None:
 @contextmanager
 def serving(folder: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """``serve`` started in the background, and its output up to the hint (it is then ready)."""
-    config = embedded_default(folder / "feedback.duckdb").model_copy(
-        update={"flows": FlowsConfig(ingest=NEVER, insights=NEVER, publish=NEVER, weekly_digest=NEVER)}
-    )
-    path = _write_config(config, folder)
+    _, path = served_config(folder, FlowsConfig(ingest=NEVER, insights=NEVER, publish=NEVER, weekly_digest=NEVER))
     serve = subprocess.Popen(
         [sys.executable, "-m", "feedback_insights", "serve", "--config", str(path)],
-        cwd=folder, env=_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=folder, env={**_environment(), **FAST_LOOPS}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=_background_job, start_new_session=True,
     )
     lines: list[str] = []
