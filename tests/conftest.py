@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -9,9 +10,14 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pytest
+
+if TYPE_CHECKING:
+    import click
+    import click.testing
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -36,6 +42,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     thread from its first test to the end of the session, and ``asyncio.run`` (the MCP client,
     the SMTP tests) refuses to start under a running loop."""
     items.sort(key=lambda item: "playwright" in getattr(item, "fixturenames", ()))
+
+
+def _prefect_settings() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("PREFECT_")}
+
+
+#: The Prefect settings of the environment the tests were started in.
+SESSION_PREFECT_SETTINGS = _prefect_settings()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prefect_settings_stay_in_their_module() -> Iterator[None]:
+    """A module ends with the Prefect settings the session began with (a fixture of wider
+    scope may not change them either). Every ``run`` and ``serve`` a test starts inherits this
+    process's environment: a ``PREFECT_HOME`` test_flows left behind once made test_canaries'
+    run keep its state in test_flows' home."""
+    yield
+    after = _prefect_settings()
+    changed = sorted(k for k in SESSION_PREFECT_SETTINGS.keys() | after.keys() if SESSION_PREFECT_SETTINGS.get(k) != after.get(k))
+    assert not changed, f"Prefect settings changed after this module: {', '.join(changed)}"  # names only: values may be keys
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +92,28 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
         env=env,
         timeout=120,
     )
+
+
+def render_help(*words: str) -> click.testing.Result:
+    """``feedback-insights WORDS --help`` as a pipe shows it (click wraps at 78 columns there),
+    rendered by the app's own command in this process: a child process costs over a second to
+    start, and a child's page is the same text (test_cli). The environment is left as it was:
+    the root callback sets Prefect's console level, which child processes started later would
+    otherwise inherit."""
+    from click.testing import CliRunner
+
+    return CliRunner().invoke(_root_command(), [*words, "--help"], prog_name="feedback-insights", terminal_width=78,
+                              env={"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": None})
+
+
+@functools.cache
+def _root_command() -> click.Command:
+    """The click command ``feedback-insights`` runs, built once (typer builds it on every call)."""
+    import typer
+
+    from feedback_insights.cli import app
+
+    return typer.main.get_command(app)
 
 
 @pytest.fixture
@@ -120,11 +168,28 @@ def clustered_sample(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path
 
 
 def sample_copy(clustered: Path, folder: Path) -> Path:
-    import shutil
-
     target = folder / "feedback.duckdb"
     shutil.copyfile(clustered, target)
     return target
+
+
+def drafted_copy(clustered: Path, folder: Path) -> Path:
+    """A copy of the clustered sample (``clustered``, the session's) with its drafts: pending
+    ones, and the filed ones the sample's issues filed by hand give, as the embedded default
+    drafts them. Drafted once per session, beside the clustered sample, then copied: tests
+    stay independent, and the drafting stage is not run again for each of them."""
+    drafted = clustered.with_name("drafted.duckdb")
+    if not drafted.exists():
+        from feedback_insights.config import embedded_default
+        from feedback_insights.drafts import draft_clusters
+        from feedback_insights.warehouse import Warehouse
+
+        (clustered.parent / "drafting").mkdir(exist_ok=True)
+        drafting = sample_copy(clustered, clustered.parent / "drafting")  # moved beside it once whole
+        with Warehouse(drafting) as warehouse:
+            draft_clusters(embedded_default(drafting), warehouse)
+        drafting.replace(drafted)
+    return sample_copy(drafted, folder)
 
 
 @pytest.fixture

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import duckdb
 
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, write_jsonl
+from .conftest import render_help, run_cli, write_jsonl
 from .test_dialects import AFS_SNAKE, RFC026
 
 
 def test_help_is_instant_and_lists_the_commands() -> None:
-    result = run_cli("--help")
+    result = run_cli("--help", env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")})  # a pipe's width
     assert result.returncode == 0
     for command in ("validate", "normalise", "ingest", "run", "quarantine"):
         assert command in result.stdout
+    # test_cli_quiet renders every other page in its own process: the same text a child prints.
+    usage, page = result.stdout.split("\n", 1)
+    assert usage.startswith("Usage: ") and page == render_help().stdout.split("\n", 1)[1]
 
 
 def test_validate_reports_every_kind_of_bad_input(tmp_path: Path) -> None:
@@ -85,10 +89,14 @@ def test_run_on_a_config_and_quarantine_replay_after_a_fix(tmp_path: Path) -> No
     assert result.returncode == 2
     assert result.stderr.strip().startswith("error: privacy.hmac_key: no key to pseudonymise accounts with")
 
-    env = {**os.environ, "FEEDBACK_INSIGHTS_HMAC_KEY": "a-long-random-test-key"}
-    result = run_cli("run", "--config", str(config), env=env)
+    # A fresh shell's environment (no Prefect settings of this session's); --verbose shows
+    # Prefect's INFO logs, which a quiet run hides (test_cli_quiet).
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
+           "FEEDBACK_INSIGHTS_HMAC_KEY": "a-long-random-test-key"}
+    result = run_cli("--verbose", "run", "--config", str(config), env=env)
     assert result.returncode == 0, result.stderr
     assert "new 1" in result.stdout and "quarantined 1" in result.stdout
+    assert re.search(r"\| INFO +\| Flow run '[^']+' - Finished in state Completed\(\)", result.stderr), result.stderr
 
     listed = run_cli("quarantine", "list", "--json", "--config", str(config))
     (entry,) = [json.loads(line) for line in listed.stdout.splitlines()]
