@@ -11,11 +11,10 @@ import pytest
 
 from feedback_insights.cli._clusters import LISTED
 from feedback_insights.clusters import cluster_inputs, read_inputs
-from feedback_insights.config import ClusteringConfig, embedded_default
-from feedback_insights.drafts import draft_clusters
+from feedback_insights.config import ClusteringConfig
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy, write_jsonl
+from .conftest import drafted_copy, run_cli, write_jsonl
 
 GLOB = [
     "search_files ignores the glob parameter and returns every file in the repo",
@@ -85,10 +84,9 @@ def test_an_unknown_view_is_named(tmp_path: Path) -> None:
 def drafted(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding the drafted sample, one cluster ignored and one that needs review."""
     folder = tmp_path_factory.mktemp("clusters-list")
-    path = sample_copy(clustered_sample, folder)
+    path = drafted_copy(clustered_sample, folder)
     (folder / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n')
     with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
         ranked = wh.con.execute(
             """SELECT c.id FROM clusters c JOIN drafts d ON d.cluster_id = c.id
                WHERE c.view = 'reports' AND c.polarity = 'problem' AND d.drafted_by <> 'hand' ORDER BY c.id""").fetchall()

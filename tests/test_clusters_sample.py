@@ -6,17 +6,15 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from feedback_insights.clusters import TEXT_COMPOSITION, cluster_new_records, demand
-from feedback_insights.config import embedded_default
-from feedback_insights.drafts import draft_clusters
-from feedback_insights.ingest import ingest
-from feedback_insights.signals import score_new_records
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import REPO, SAMPLE
+from .conftest import REPO, SAMPLE, drafted_copy
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from planted import mixed_drafts, outcomes, truth_by_record  # noqa: E402  (shared with benchmarks/embed_text.py)
@@ -44,14 +42,10 @@ IN_TWO_PARTITIONS = ("acme.hiring_role_filter", "orbit.get_record_no_batch")
 
 
 @pytest.fixture(scope="module")
-def clustered(tmp_path_factory: pytest.TempPathFactory, embedder) -> Warehouse:
-    config = embedded_default(tmp_path_factory.mktemp("sample") / "feedback.duckdb")
-    wh = Warehouse(config.warehouse.path)
-    assert ingest(config, wh).errors == []
-    score_new_records(wh)
-    cluster_new_records(wh, embedder)
-    draft_clusters(config, wh)
-    return wh
+def clustered(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
+    """The session's sample, ingested, clustered and drafted as the embedded default does it."""
+    with Warehouse(drafted_copy(clustered_sample, tmp_path_factory.mktemp("sample"))) as wh:
+        yield wh
 
 
 def _cluster_of(wh: Warehouse) -> dict[str, int | None]:

@@ -25,18 +25,15 @@ from feedback_insights.drafts import (
 )
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy
+from .conftest import drafted_copy, run_cli
 
 SERVICE = "orbit-mcp"
 
 
 @pytest.fixture
 def drafted(clustered_sample: Path, tmp_path: Path) -> tuple[Config, Path]:
-    path = sample_copy(clustered_sample, tmp_path)
-    config = embedded_default(path)
-    with Warehouse(path) as wh:
-        draft_clusters(config, wh)
-    return config, path
+    path = drafted_copy(clustered_sample, tmp_path)
+    return embedded_default(path), path
 
 
 def _pending(wh: Warehouse, service: str = SERVICE) -> list[dict]:

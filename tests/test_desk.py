@@ -28,7 +28,6 @@ from feedback_insights.config import Config, DeskConfig, embedded_default
 from feedback_insights.desk import MAX_SESSIONS, DeskRefused, Sessions, create_app, serve, server_config
 from feedback_insights.drafts import (
     ReviewError,
-    draft_clusters,
     edit_form,
     get_draft,
     history,
@@ -37,7 +36,7 @@ from feedback_insights.drafts import (
 )
 from feedback_insights.warehouse import Warehouse, exclusive
 
-from .conftest import run_cli, sample_copy
+from .conftest import drafted_copy, run_cli
 
 BASE = "http://127.0.0.1:8790"
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
@@ -49,15 +48,6 @@ TOKEN = "desk-test-token-0123456789abcdef"
 def desk_config(path: Path, **desk: object) -> Config:
     """The embedded default over the warehouse at ``path``, decisions recorded as rita."""
     return embedded_default(path).model_copy(update={"desk": DeskConfig(reviewer=REVIEWER, **desk)})
-
-
-def drafted_copy(clustered: Path, folder: Path) -> Path:
-    """A copy of the clustered sample with its drafts (pending ones, and the filed ones the
-    sample's issues filed by hand give)."""
-    path = sample_copy(clustered, folder)
-    with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
-    return path
 
 
 @contextmanager

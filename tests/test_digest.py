@@ -23,7 +23,7 @@ from feedback_insights.digest import SPARK_WEEKS, Week, build, many, render, web
 from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy
+from .conftest import drafted_copy, run_cli, sample_copy
 from .markdown_check import rendered_actions
 
 WEEK = Week.parse("2026-W47")  # 16–22 Nov: the sample's own timestamps, whatever today is
@@ -31,9 +31,7 @@ WEEK = Week.parse("2026-W47")  # 16–22 Nov: the sample's own timestamps, whate
 
 @pytest.fixture(scope="module")
 def warehouse(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory):
-    path = sample_copy(clustered_sample, tmp_path_factory.mktemp("digest"))
-    with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
+    with Warehouse(drafted_copy(clustered_sample, tmp_path_factory.mktemp("digest"))) as wh:
         yield wh
 
 

@@ -34,12 +34,11 @@ from cryptography.x509.oid import NameOID
 from PIL import Image
 from playwright.sync_api import Page
 
-from feedback_insights.config import ConfigError, EmailConfig, embedded_default, load
+from feedback_insights.config import ConfigError, EmailConfig, load
 from feedback_insights.digest import Digest, DigestError, Week, build, email_digest, send_digest, write_digest
-from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse, exclusive
 
-from .conftest import run_cli, sample_copy
+from .conftest import drafted_copy, run_cli
 from .page_layout import measure
 
 WEEK = Week.parse("2026-W47")
@@ -124,9 +123,7 @@ def tls_inbox(tmp_path: Path) -> Iterator[tuple[Inbox, int, Path]]:
 
 @pytest.fixture(scope="module")
 def warehouse(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
-    path = sample_copy(clustered_sample, tmp_path_factory.mktemp("digest-email"))
-    with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
+    with Warehouse(drafted_copy(clustered_sample, tmp_path_factory.mktemp("digest-email"))) as wh:
         yield wh
 
 

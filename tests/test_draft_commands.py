@@ -11,10 +11,9 @@ import pytest
 
 from feedback_insights.clusters import demand
 from feedback_insights.config import embedded_default
-from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy, write_jsonl
+from .conftest import drafted_copy, run_cli, sample_copy, write_jsonl
 from .github_fake import running_github
 
 EDITOR = """
@@ -29,9 +28,7 @@ path.write_text(text.replace("labels: agent-feedback", "labels: agent-feedback, 
 @pytest.fixture
 def workspace(clustered_sample: Path, tmp_path: Path) -> Path:
     """A folder with a drafted copy of the sample and a configuration that points at it."""
-    path = sample_copy(clustered_sample, tmp_path)
-    with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
+    drafted_copy(clustered_sample, tmp_path)
     (tmp_path / "feedback-insights.toml").write_text(
         '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "cli-test-key"\n'
         '[github]\nbase_url = "http://127.0.0.1:9"\ntoken_env = "FI_CLI_GITHUB_TOKEN"\ndefault_repo = "acme/api"\n'

@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from feedback_insights.config import Config
-from feedback_insights.drafts import approve, draft_clusters, neutralise
+from feedback_insights.drafts import approve, neutralise
 from feedback_insights.publish import forget, publish, records_to_forget
 from feedback_insights.publish._erasure import ERASED_QUOTE
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy
+from .conftest import drafted_copy, run_cli, sample_copy
 from .github_fake import GitHubFake
 from .test_publish import _config, _tracker, github  # noqa: F401 (github is a fixture)
 
@@ -49,10 +49,9 @@ def _present(wh: Warehouse, collector: str, record_id: str) -> dict[str, int]:
 @pytest.fixture
 def filed(github: GitHubFake, clustered_sample: Path, tmp_path: Path) -> tuple[Config, list[int]]:  # noqa: F811
     """The sample with every draft made, two of them filed on the GitHub fake."""
-    path = sample_copy(clustered_sample, tmp_path)
+    path = drafted_copy(clustered_sample, tmp_path)
     config = _config(path, github)
     with Warehouse(path) as wh:
-        draft_clusters(config, wh)
         ids = [row[0] for row in wh.con.execute(
             "SELECT id FROM drafts WHERE status = 'pending' ORDER BY accounts DESC, id LIMIT 2").fetchall()]
         for draft_id in ids:
@@ -121,10 +120,9 @@ def test_an_issue_edited_on_github_keeps_its_edits_and_an_account_goes_whole(
 def test_a_pending_draft_is_redrafted_without_the_forgotten_record(clustered_sample: Path, tmp_path: Path) -> None:
     from feedback_insights.config import embedded_default
 
-    path = sample_copy(clustered_sample, tmp_path)
+    path = drafted_copy(clustered_sample, tmp_path)
     config = embedded_default(path)
     with Warehouse(path) as wh:
-        draft_clusters(config, wh)
         (draft_id,) = wh.con.execute("SELECT id FROM drafts WHERE status = 'pending' ORDER BY id LIMIT 1").fetchall()[0]
         collector, record_id, quote = _quoted(wh, draft_id, config)
         run = forget(config, wh, records_to_forget(config, wh, record=record_id), "maria", "asked")

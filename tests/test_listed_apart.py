@@ -20,10 +20,9 @@ from feedback_insights.clusters import unclustered
 from feedback_insights.config import DeskConfig, embedded_default
 from feedback_insights.desk import create_app
 from feedback_insights.digest import Week, build, render, render_email, webhook_text
-from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import REPO, run_cli, sample_copy
+from .conftest import REPO, drafted_copy, run_cli, sample_copy
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from planted import truth_by_record  # noqa: E402  (the sample's truth, matched to its records)
@@ -35,9 +34,7 @@ WEEK = Week.parse("2026-W48")
 def folder(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A drafted copy of the sample, as ``feedback.duckdb`` of a folder the CLI runs in."""
     folder = tmp_path_factory.mktemp("apart")
-    path = sample_copy(clustered_sample, folder)
-    with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
+    drafted_copy(clustered_sample, folder)
     return folder
 
 

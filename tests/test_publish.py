@@ -23,7 +23,7 @@ from feedback_insights.publish import IssueState, IssueTracker, publish
 from feedback_insights.warehouse import Warehouse
 
 from .collector_server import PIPELINE_KEY, RunningCollector, running_collector
-from .conftest import SAMPLE, sample_copy
+from .conftest import SAMPLE, drafted_copy, sample_copy
 from .github_fake import GitHubFake, running_github
 from .markdown_check import TEMPLATE, active_elements
 
@@ -65,9 +65,8 @@ def _tracker(config: Config, clock: Clock | None = None) -> IssueTracker:
 @pytest.fixture
 def drafted(clustered_sample: Path, tmp_path: Path) -> Path:
     """A copy of the clustered sample with every draft made and the first three approved."""
-    path = sample_copy(clustered_sample, tmp_path)
+    path = drafted_copy(clustered_sample, tmp_path)
     with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
         for (draft_id,) in wh.con.execute("SELECT id FROM drafts WHERE status = 'pending' ORDER BY id LIMIT 3").fetchall():
             approve(wh, draft_id, "maria")
     return path

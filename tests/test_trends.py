@@ -20,10 +20,9 @@ from feedback_insights.clusters._demand import default_as_of
 from feedback_insights.config import DeskConfig, embedded_default
 from feedback_insights.desk import create_app
 from feedback_insights.digest import Week, build, render
-from feedback_insights.drafts import draft_clusters
 from feedback_insights.warehouse import Warehouse
 
-from .conftest import run_cli, sample_copy
+from .conftest import drafted_copy, run_cli
 
 #: The sample's eight weeks (5 October to 29 November 2026), each digest as of its end.
 WEEKS = [f"2026-W{n}" for n in range(41, 49)]
@@ -44,10 +43,7 @@ def consistent(trend: str, this: int, last: int, elapsed: float) -> bool:
 
 @pytest.fixture(scope="module")
 def drafted(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = sample_copy(clustered_sample, tmp_path_factory.mktemp("trends"))
-    with Warehouse(path) as wh:
-        draft_clusters(embedded_default(path), wh)
-    return path
+    return drafted_copy(clustered_sample, tmp_path_factory.mktemp("trends"))
 
 
 @pytest.fixture(scope="module")
