@@ -195,6 +195,14 @@ def _hex(rng: random.Random, n: int) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(n))
 
 
+def _short_sha(rng: random.Random, n: int) -> str:
+    """A short SHA with a hex letter in it: one of ten digits alone is a North American phone
+    number's shape, which the scrubber redacts on purpose (a phone left in is a leak)."""
+    while (sha := _hex(rng, n)).isdigit():
+        pass
+    return sha
+
+
 def _b62(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
 
@@ -210,7 +218,7 @@ def _b64(data: bytes) -> str:
 #: Evidence an agent pastes, by kind; each value is fresh, none is a secret.
 NEGATIVE_KINDS: dict[str, Callable[[random.Random], str]] = {
     "sha1": lambda r: _hex(r, 40),
-    "short_sha": lambda r: _hex(r, r.choice([7, 8, 10, 12])),
+    "short_sha": lambda r: _short_sha(r, r.choice([7, 8, 10, 12])),
     "sha256": lambda r: _hex(r, 64),
     "digest": lambda r: r.choice([f"sha256:{_hex(r, 64)}", f"sha1:{_hex(r, 40)}", f"md5:{_hex(r, 32)}", f"sha512={_hex(r, 128)}"]),
     "image_reference": lambda r: f"ghcr.io/acme/api@sha256:{_hex(r, 64)}",

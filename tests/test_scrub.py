@@ -500,14 +500,13 @@ NANP_ID = "4155550132"
 
 
 def test_luhn_ids_pass_luhn_and_were_scrubbed_as_text() -> None:
-    """The premise: as free text these numbers are card-shaped."""
+    """The premise: as free text these numbers are card-shaped and phone-shaped (ten bare digits
+    are redacted as a phone number: one left in would be a leak)."""
     assert {f.kind for i in LUHN_IDS for f in find(i)} == {"credit_card"}
+    assert [f.kind for f in find(NANP_ID)] == ["phone"]
 
 
-def test_ten_bare_digits_are_a_phone_number_only_beside_a_phone_word() -> None:
-    """Bare, they are as likely an id or a short SHA's digits ("the reference was 3806571592");
-    written as a number, or after a phone word, they are one."""
-    assert find(NANP_ID) == [] and find("the reference was 3806571592.") == []
+def test_a_phone_number_is_read_beside_a_phone_word_and_calling_an_api_is_not_one() -> None:
     for text in (f"call me on {NANP_ID}", f"Fax: {NANP_ID}", "(415) 555-0132", "415.555.0132"):
         assert [f.kind for f in find(text)] == ["phone"], text
     assert find("Calling github failed with 20231902 (retried twice).") == []  # "calling" the API
@@ -518,7 +517,7 @@ def _afp(record_id: str, **feedback: Any) -> dict[str, Any]:
             "source": "http", "feedback": {"type": "bug", "goal": "export", "message": "it failed", **feedback}}
 
 
-@pytest.mark.parametrize("record_id", LUHN_IDS)
+@pytest.mark.parametrize("record_id", [*LUHN_IDS, NANP_ID])
 def test_identity_fields_are_never_scrubbed(record_id: str) -> None:
     report = _afp(record_id, session_id=record_id, request_id=record_id)
     report["metadata"] = {"id": record_id}

@@ -184,12 +184,12 @@ def phone_ok(value: str, text: str, start: int) -> bool:
     """Digit groups shaped like a phone number, 7-15 digits, not a date. A plain or
     two-group number ("370 3911") is as likely a street number, count or id, so it also needs
     a phone word just before it ("Mobile: 99 577450") unless it is a North American number
-    written as one ("(415) 555-0132", "415.555.0132")."""
+    ("(415) 555-0132", "4155550132")."""
     digits = _digits(re.split(r"x|ext", value)[0])
     if not 7 <= len(digits) <= 15 or _DATE_LIKE.search(value):
         return False
-    if _NANP.fullmatch(value) and not value.isdigit():
-        return True  # a bare run of ten digits is as likely an id or a SHA's digits: it needs a word
+    if _NANP.fullmatch(value):
+        return True  # ten bare digits too: a phone number left in is a leak, a redacted id is not
     if value.isdigit() and len(value) > 10:
         return False  # a bare long number is an id or a timestamp
     strong = value[0] in "+(" or "." in value or value.count("-") >= 2 or len(re.findall(r"\d+", value)) >= 3
