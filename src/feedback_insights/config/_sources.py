@@ -4,6 +4,12 @@ The kinds are the registered source plugins (:data:`feedback_insights.core.SOURC
 plugin names the section model it is configured with, a subclass of :class:`SourceConfig`. The
 built-in kinds' models are defined here; a plugin's live with the plugin.
 
+**Owner-private sources.** ``private = true`` says a source's reports belong to the people who
+wrote them (the in-session platform's rows are owner-private by its design: "there is no
+scope=all, not even for an admin"). Their words stay in the warehouse and the desk; everything
+that leaves carries counts, categories, tools and pointers the owner can open. Only the
+platform kind is private by default.
+
 **Which service a report is about.** A report that names its service (an AFP or AFS record,
 a SEP-2369 submission with ``service``, an RFC-026 message's ``app_id``) keeps it. One that
 names none (a bare AFP submission, an in-session row) gets the first ``service_by_tool``
@@ -78,6 +84,11 @@ class SourceConfig(Strict):
     service_by_tool: dict[Annotated[str, Field(min_length=1, max_length=GLOB_CHARS)], Service] = Field(
         default_factory=dict,
         description="tool or endpoint glob → service, for reports that name none; the first match wins over service",
+    )
+    private: bool = Field(
+        False,
+        description="owner-private: no report's words leave the warehouse and the desk (issues, digests, webhooks, "
+                    "email and known_issue carry counts, categories and pointers instead)",
     )
 
     @field_validator("dialect")
