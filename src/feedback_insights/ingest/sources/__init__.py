@@ -32,17 +32,30 @@ from ...config import DEFAULT_BATCH_SIZE, SourceConfig
 from ...core import SOURCES
 from ._batch import Batch
 from ._client import CollectorClient, CollectorError
-from .platform import PlatformConfig, PlatformError, PlatformOwner, PlatformSource, open_api, owner_of
+from .platform import (
+    FeedbackApi,
+    NotFound,
+    PlatformConfig,
+    PlatformError,
+    PlatformOwner,
+    PlatformSource,
+    Refused,
+    open_api,
+    owner_of,
+)
 
 __all__ = [
     "PRIVATE_KEY",
     "Batch",
     "CollectorClient",
     "CollectorError",
+    "FeedbackApi",
+    "NotFound",
     "PlatformConfig",
     "PlatformError",
     "PlatformOwner",
     "PlatformSource",
+    "Refused",
     "Source",
     "open_api",
     "open_source",
