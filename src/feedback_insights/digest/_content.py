@@ -17,6 +17,13 @@ Reports dismissed in triage are no demand: they are left out of every figure (th
 count still includes them: it says what was stored). The week is split by who reported (agents,
 runtimes, people: :data:`~feedback_insights.core.vocabulary.SOURCE_TIERS`), and a digest can be
 made of one tier's reports alone (``source``), every figure then counting only those.
+
+Reports of owner-private sources (:func:`~feedback_insights.ingest.sources.private_collectors`)
+count in every figure but are never quoted: a card quotes another report of its cluster or
+none, says how many of its reports are owner-private, and a cluster holding one is called by
+its neutral name (:attr:`~feedback_insights.drafts.DraftInput.neutral_name`: tool, category and
+the terms many of its reports use), not by its label or its issue's title, which may be older
+than the declaration; an unclustered private report is an example without its words.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from ..clusters import demand, unclustered_services
 from ..config import DEFAULT_HALF_LIFE_DAYS
 from ..core import now_utc
 from ..core.vocabulary import SOURCE_TIERS, TIER_REPORTERS, sources_of
+from ..drafts import draft_input
+from ..ingest.sources import private_collectors
 from ..warehouse import Warehouse
 
 SPARK_WEEKS = 8
@@ -116,8 +125,17 @@ SELECT cluster_id, key_terms, quote, quote_source, quote_dialect, quote_rating F
                                                          r.received_at < $end DESC, r.received_at DESC, r.id) AS rank
     FROM clusters c JOIN cluster_members m ON m.cluster_id = c.id
     JOIN records r ON r.collector = m.collector AND r.id = m.id
-    WHERE c.view = $view AND {_LIVE.format(r="r.")}
+    WHERE c.view = $view AND {_LIVE.format(r="r.")} AND NOT list_contains($private::VARCHAR[], r.collector)
 ) WHERE rank = 1
+"""
+
+#: Per cluster, how many of its live reports are owner-private.
+_PRIVATE = f"""
+SELECT m.cluster_id, count(*) AS private_reports
+FROM cluster_members m JOIN records r ON r.collector = m.collector AND r.id = m.id
+WHERE m.view = $view AND m.cluster_id IS NOT NULL AND {_LIVE.format(r="r.")}
+  AND list_contains($private::VARCHAR[], r.collector)
+GROUP BY ALL
 """
 
 _FIXED = f"""
@@ -310,17 +328,25 @@ def _clusters(warehouse: Warehouse, week: Week, view: str, half_life_days: float
         "tiers_this_week": [{tier: week_of(c, 0)[tier] for tier in SOURCE_TIERS} for c in ids],
     }, schema_overrides={"cluster_id": figures.schema["cluster_id"]})
     quote = "coalesce(r.detail, r.summary)" if view == "reports" else "r.goal"
-    quotes = warehouse.con.sql(_QUOTES.format(quote=quote), params={"view": view, "end": week.end, "sources": chosen}).pl()
-    return figures.join(extra, on="cluster_id").join(quotes, on="cluster_id", how="left")
+    private = sorted(private_collectors(warehouse.con))
+    quotes = warehouse.con.sql(_QUOTES.format(quote=quote),
+                               params={"view": view, "end": week.end, "sources": chosen, "private": private}).pl()
+    withheld = warehouse.con.sql(_PRIVATE, params={"view": view, "sources": chosen, "private": private}).pl()
+    rows = figures.join(extra, on="cluster_id").join(quotes, on="cluster_id", how="left")
+    rows = rows.join(withheld.cast({"cluster_id": figures.schema["cluster_id"]}), on="cluster_id", how="left")
+    return rows.with_columns(pl.col("private_reports").fill_null(0))
 
 
 def _unclustered(warehouse: Warehouse, week: Week, sources: tuple[str, ...] | None) -> list[dict[str, Any]]:
     """The week's reports in no cluster per service, each example with the ``quote_*`` keys a
     quote is attributed by (as a card's representative report)."""
     rows = unclustered_services(warehouse, start=week.start, end=week.end, sources=sources).to_dicts()
+    private = private_collectors(warehouse.con)
     for row in rows:
-        row["examples"] = [{"quote": e["summary"], "quote_source": e["source"], "quote_dialect": e["dialect"],
-                            "quote_rating": e["rating"], "lane": e["lane"], "why": e["why"]} for e in row["examples"]]
+        row["examples"] = [{"quote": None if e["collector"] in private else e["summary"],
+                            "private": e["collector"] in private, "quote_source": e["source"],
+                            "quote_dialect": e["dialect"], "quote_rating": e["rating"], "lane": e["lane"], "why": e["why"]}
+                           for e in row["examples"]]
     return rows
 
 
@@ -332,7 +358,10 @@ def _tiers(warehouse: Warehouse, window: dict[str, Any]) -> list[dict[str, Any]]
 def theme_name(row: dict[str, Any], kind: str = "problem") -> str:
     """What a card is called, in words: its issue's title, else the cluster's name; a cluster
     named only by its key terms ("agents · give · names", the labeller's fallback) is called by
-    its representative report's words instead."""
+    its representative report's words instead. A cluster with private reports: its
+    ``neutral_name`` (set by :func:`build`)."""
+    if row.get("neutral_name"):
+        return str(row["neutral_name"])
     issue = row.get("issue") or {}
     if issue.get("title"):
         return str(issue["title"])
@@ -431,6 +460,14 @@ def build(warehouse: Warehouse, week: Week, half_life_days: float = DEFAULT_HALF
     if not goals.is_empty():
         digest.goals = goals.filter(pl.col("polarity") == PROBLEM).sort("accounts", descending=True).head(8).to_dicts()
     issue_of = {row["cluster_id"]: row for row in drafts}
+    for row in digest.cards + digest.praise + digest.goals:
+        if row.get("private_reports"):
+            row["neutral_name"] = draft_input(warehouse, row).neutral_name
+    private = {"view": "reports", "sources": chosen, "private": sorted(private_collectors(warehouse.con))}
+    withheld = {row["cluster_id"] for row in _rows(warehouse, _PRIVATE, private)}
+    for row in digest.fixed + digest.issues:
+        if row["cluster_id"] in withheld:  # a title drafted before its source was declared private
+            row["title"] = draft_input(warehouse, {**row, "label": None}).neutral_name
     for row in digest.cards:
         row["issue"] = issue_of.get(row["cluster_id"])
         row["status"] = status(row["issue"], row["cluster_id"], desk_url)

@@ -11,6 +11,7 @@ complaint is not shown as an agent's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from functools import cache
@@ -84,10 +85,16 @@ def _quoted_record(row: dict[str, Any]) -> dict[str, Any]:
     return {"source": row.get("quote_source"), "dialect": row.get("quote_dialect"), "rating": row.get("quote_rating")}
 
 
+#: A thumb in words beside it: where no emoji font is installed the emoji is an empty box.
+_THUMB_WORDS = {"👍": "👍 (thumbs up)", "👎": "👎 (thumbs down)"}
+
+
 def _quoted_by(row: dict[str, Any], lower: bool = False) -> str:
-    """"An agent reported", "The owner rated it 👎 and wrote" … before a row's quote ("… rated
-    it 👎" when it has no words); ``lower`` mid-sentence."""
+    """"An agent reported", "The owner rated it 👎 (thumbs down) and wrote" … before a row's
+    quote ("… rated it 👎 (thumbs down)" when it has no words); ``lower`` mid-sentence."""
     phrase = neutralise.attribution(_quoted_record(row), wrote=bool(row.get("quote")))
+    for thumb, words in _THUMB_WORDS.items():
+        phrase = phrase.replace(thumb, words)
     return phrase[0].lower() + phrase[1:] if lower else phrase
 
 
@@ -132,9 +139,12 @@ def _link(kind: str) -> Callable[[str | None, str], str]:
     """``link(url, text)`` in the medium, for our own URLs (an issue, the desk: never a report's)
     and our own words ("filed as #12")."""
     def link(url: str | None, text: str) -> str:
-        if kind == "md":  # "#12" is no reference to whichever repository a wiki belongs to
-            text = text.replace("#", "#" + neutralise.ZWSP)
-            return Markdown(f"[{text}]({url})" if url else text)
+        if kind == "md":
+            # "#12" must be no reference to whichever repository a wiki belongs to: inside a
+            # link's text it is none; bare, it is broken with the zero-width character itself,
+            # which every reader hides (the entity neutralise writes for GitHub is shown as
+            # "&#8203;" by a chat or a plain Markdown viewer).
+            return Markdown(f"[{text}]({url})" if url else re.sub(r"#(?=\d)", "#\u200b", text))
         if kind == "slack":
             return _mrkdwn.link(url, text) if url else _mrkdwn.Mrkdwn(_mrkdwn.escape(text))
         return Plain(f"{text} ({url})" if url else text)

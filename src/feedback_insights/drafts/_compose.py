@@ -9,6 +9,10 @@ its pointers, all inside the report's untrusted delimiters; what is said of the 
 service, the demand, the key terms) is inside ``<untrusted_cluster>``. An answer that is not
 valid JSON for ``schemas/issue_draft.schema.json`` is retried once, with the problem stated;
 after that, or when the endpoint fails, the template draft is used and the reason recorded.
+
+An owner-private report is never shown to the LLM (the endpoint is outside the warehouse): the
+prompt holds the other reports and the cluster's shared key terms, and a cluster of private
+reports alone is drafted from the templates without a call.
 """
 
 from __future__ import annotations
@@ -104,15 +108,16 @@ def prompt_messages(draft: DraftInput, settings: DraftsConfig, max_tokens: int) 
     the service's name included, is in the user message inside a delimited block it cannot close."""
     env = _prompts()
     system = env.get_template("draft_system.j2").render(labels=settings.suggested_labels, request=is_feature_request(draft))
-    count, limit = min(len(draft.reports), MAX_PROMPT_REPORTS), settings.quote_chars
+    shown = [r for r in draft.reports if not r.get("private")]
+    count, limit = min(len(shown), MAX_PROMPT_REPORTS), settings.quote_chars
     while True:
         user = env.get_template("draft_user.j2").render(
             service=draft.service,
             d=draft.demand,
             first_seen=str(draft.demand["first_seen"])[:10],
             last_seen=str(draft.demand["last_seen"])[:10],
-            key_terms=draft.key_terms[:5],
-            reports=draft.reports[:count],
+            key_terms=draft.shown_terms()[:5],
+            reports=shown[:count],
             omitted=len(draft.reports) - count,
             fields=PROMPT_FIELDS,
             limit=limit,
@@ -148,7 +153,10 @@ def _sha256(data: bytes | str) -> str:
 
 
 def llm_draft(draft: DraftInput, settings: DraftsConfig, client: ChatClient) -> Draft:
-    """The LLM-assisted draft, or the template draft with ``llm_error`` saying why not."""
+    """The LLM-assisted draft, or the template draft with ``llm_error`` saying why not; a
+    cluster whose every report is owner-private has nothing to show an LLM: the template draft."""
+    if draft.private_reports == len(draft.reports):
+        return template_draft(draft, settings)
     messages = prompt_messages(draft, settings, client.config.max_prompt_tokens)
     calls: list[LLMCall] = []
     problem = ""

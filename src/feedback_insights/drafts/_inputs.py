@@ -10,6 +10,12 @@ A report is a canonical record without its account (issues show accounts only as
 ``agent``, ``evidence`` and ``context`` as objects, because what made an in-session complaint
 filable lives there (in-session-feedback-capture §1): the message it is about and the turn
 before it (snapshots), the instance, and for a voice turn the dictation and the audio key.
+
+A report of an owner-private source (:func:`~feedback_insights.ingest.sources.private_collectors`)
+is marked ``private``, unless a maintainer quoted it into the cluster's draft explicitly
+(``draft_quotes``, with who and why): its words, and the turn it quotes, are never rendered nor
+shown to an LLM; the issue carries its category, tool and pointers instead, and a cluster
+holding one is named in neutral words (:attr:`DraftInput.neutral_name`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import orjson
 
 from ..config import DraftsConfig, EvidenceLinks
 from ..core import FIELDS, JSON_FIELDS
+from ..ingest.sources import private_collectors
 from ..warehouse import Warehouse
 
 #: The nested fields a draft reads (parsed from JSON); the others stay in the warehouse.
@@ -29,7 +36,11 @@ NESTED_FIELDS = ("agent", "evidence", "context")
 _COLUMNS = [f for f in FIELDS if f not in JSON_FIELDS and f != "account"] + list(NESTED_FIELDS)
 
 _REPORTS = f"""
-SELECT {", ".join("r." + column for column in _COLUMNS)}
+SELECT {", ".join("r." + column for column in _COLUMNS)},
+       list_contains($private::VARCHAR[], r.collector) AND NOT EXISTS (
+           SELECT 1 FROM draft_quotes q WHERE q.cluster_id = $cluster AND q.collector = r.collector AND q.id = r.id
+       ) AS private,
+       coalesce(r.account, r.collector || '/' || r.id) AS voice
 FROM cluster_members m
 JOIN records r USING (collector, id)
 JOIN clusters c ON c.id = m.cluster_id
@@ -46,6 +57,12 @@ ORDER BY coalesce(r.collector = c.medoid_collector AND r.id = c.medoid_id, false
 #: ``[drafts.links]`` template (:class:`~feedback_insights.config.EvidenceLinks`).
 EVIDENCE_FIELDS = tuple(EvidenceLinks.model_fields)
 _SENTENCE_END = re.compile(r"(?<=[.;!?])\s+|\s+[—–-]\s+")
+#: A cluster's key term is shown for a cluster with private reports only when this many voices
+#: (accounts; a report without one is a voice of its own) use it: the cluster's word, not one
+#: owner's particulars (a name, a code, a phrase only they wrote).
+SHARED_BY = 2
+#: The texts a key term is looked for in (what clustering embedded draws on these).
+_TERM_TEXTS = ("summary", "detail", "goal", "expected", "actual", "suggestion")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +133,49 @@ class DraftInput:
     def name(self) -> str | None:
         """The cluster's name ("tool or endpoint: symptom", or a phrase when no tool is shared:
         clustering names clusters so), or None for a cluster without one, or labelled with key
-        terms alone ("export · contacts · request", as clusters were before they had names)."""
+        terms alone ("export · contacts · request", as clusters were before they had names).
+        A cluster with private reports is called by its :attr:`neutral_name`: its label is one
+        of its reports' summaries, which may be an owner's words."""
+        if self.private_reports:
+            return self.neutral_name
         return self.label if self.label and " · " not in self.label else None
+
+    @property
+    def private_reports(self) -> int:
+        """How many of the reports are owner-private (their words stay with their owners)."""
+        return sum(1 for r in self.reports if r.get("private"))
+
+    def shown_terms(self) -> list[str]:
+        """The key terms a body, a prompt or a fingerprint may show: all of them, or for a
+        cluster with private reports those :data:`SHARED_BY` voices use."""
+        if not self.private_reports:
+            return self.key_terms
+        voices: dict[str, set[str]] = {}
+        for report in self.reports:
+            words = set(re.findall(r"[a-z0-9_]+", " ".join(str(report.get(f) or "") for f in _TERM_TEXTS).lower()))
+            for term in self.key_terms:
+                if term.lower() in words:
+                    voices.setdefault(term, set()).add(str(report.get("voice")))
+        return [t for t in self.key_terms if len(voices.get(t, ())) >= SHARED_BY]
+
+    @property
+    def neutral_name(self) -> str:
+        """A name that quotes no one: the tool or endpoint most reports name (else the
+        service), the category most of them have, in words, and the terms many use."""
+        tools = [r["tool"] for r in self.reports if r.get("tool")]
+        common = max(set(tools), key=tools.count) if tools else None
+        thing = common if common and tools.count(common) * 2 >= len(self.reports) else self.service
+        categories = [str(r["category"]) for r in self.reports if r.get("category")]
+        what = max(set(categories), key=categories.count).replace("_", " ") if categories else "reports"
+        terms = self.shown_terms()[:3]
+        return f"{thing}: {what}" + (f" ({', '.join(terms)})" if terms else "")
 
     @property
     def headline(self) -> str:
         """What the issue is about in a few words: the first sentence of the most typical
-        report's summary."""
+        report's summary; for a cluster with private reports, its :attr:`neutral_name`."""
+        if self.private_reports:
+            return self.neutral_name
         for report in self.reports:
             if report.get("summary"):
                 summary = " ".join(str(report["summary"]).split())
@@ -131,10 +184,11 @@ class DraftInput:
         return self.label or f"cluster {self.cluster_id}"
 
     def suggestions(self, limit: int) -> list[dict[str, Any]]:
+        """Distinct suggestions, most telling first; a private report's are its own words."""
         seen: set[str] = set()
         picked = []
         for report in self.reports:
-            text = (report.get("suggestion") or "").strip()
+            text = "" if report.get("private") else (report.get("suggestion") or "").strip()
             if text and text.lower() not in seen:
                 seen.add(text.lower())
                 picked.append(report)
@@ -175,5 +229,6 @@ def draft_input(warehouse: Warehouse, figures: dict[str, Any]) -> DraftInput:
         label=figures["label"],
         key_terms=list(terms[0][0] or []) if terms else [],
         demand=figures,
-        reports=[_parsed(r) for r in warehouse.con.sql(_REPORTS, params={"cluster": cluster_id}).pl().to_dicts()],
+        reports=[_parsed(r) for r in warehouse.con.sql(
+            _REPORTS, params={"cluster": cluster_id, "private": sorted(private_collectors(warehouse.con))}).pl().to_dicts()],
     )

@@ -5,7 +5,10 @@ Safe by default: the body environment's ``finalize`` neutralises every value a t
 report's text become markdown. Only the filters here return :class:`Markdown`, for the two
 things that must be markdown: a report's words quoted (inert, in a blockquote), its snapshots
 of the turn it is about among them, and our own links built from configured URL templates.
-Every quote is attributed by its report's source (:func:`neutralise.attribution`).
+Every quote is attributed by its report's source (:func:`neutralise.attribution`). An
+owner-private report (``private``: :mod:`._inputs`) is never quoted: the templates list it by
+its category, tool and pointers, the body says how many such reports there are, and the title
+is the cluster's neutral name.
 """
 
 from __future__ import annotations
@@ -99,6 +102,8 @@ def _goals(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[str] = set()
     picked = []
     for report in reports:
+        if report.get("private"):
+            continue  # an owner's words
         goal = " ".join(str(report.get("goal") or "").split()).lower()
         if goal and goal not in seen:
             seen.add(goal)
@@ -116,7 +121,7 @@ def render_update(draft: DraftInput, was: int, settings: DraftsConfig) -> str:
     link = _link(settings.links)
     comment = _environment().get_template("issue_update.md.j2").render(
         marker=Markdown(update_marker(draft.cluster_id, draft.demand["accounts"])),
-        d=draft.demand, was=was, newest=newest, limit=settings.quote_chars,
+        d=draft.demand, was=was, newest=newest, limit=settings.quote_chars, private=draft.private_reports,
         who=_reporters(draft), link=link, facts=_facts(link), asked=is_feature_request(draft),
     )
     return re.sub(r"\n{3,}", "\n\n", comment).rstrip("\n") + "\n"
@@ -208,7 +213,8 @@ def _render_body(
         cluster_id=draft.cluster_id,
         service=draft.service,
         d=draft.demand,
-        key_terms=draft.key_terms[:5],
+        key_terms=draft.shown_terms()[:5],
+        private=draft.private_reports,
         llm_summary=llm_summary,
         llm_model=llm_model,
         quoted=quoted,

@@ -8,6 +8,10 @@ vectors in the model that clustered them, its service, and ``[embedding] known_i
 any way; and fingerprints (service, tool, the cluster's key terms) for one that does not. A
 delivery is re-sent only when what would be sent changes (a status, a workaround, new members) or when the last attempt failed.
 
+A cluster holding owner-private reports sends nothing of their words: its title is the
+cluster's neutral name (a title drafted before the source was declared private may quote one)
+and its fingerprints only the key terms many of its reports use (:meth:`DraftInput.shown_terms`).
+
 An entry a collector holds that would no longer be sent is withdrawn (``DELETE``): the issue
 was closed as a duplicate of another (its cluster merged into the survivor's, whose entry now
 lists the reports), or the collector's reports all left its cluster. Left in place, it would
@@ -24,8 +28,9 @@ import orjson
 
 from ..config import Config, HttpCollectorConfig
 from ..core import now_utc
-from ..drafts import Meaning, cluster_meanings
+from ..drafts import Meaning, cluster_meanings, draft_input
 from ..ingest import CollectorClient, CollectorError
+from ..ingest.sources import private_collectors
 from ..warehouse import Warehouse
 from ._sinks import SinkResult
 
@@ -85,10 +90,15 @@ def payloads(config: Config, warehouse: Warehouse) -> list[tuple[int, str, dict[
     filed_clusters = warehouse.con.sql(_FILED).pl()
     meanings = cluster_meanings(warehouse, filed_clusters["cluster_id"].to_list(),
                                 config.embedding.known_issue_similarity)
+    private = private_collectors(warehouse.con)
     for filed in filed_clusters.iter_rows(named=True):
+        members = warehouse.con.execute(_MEMBERS, {"cluster": filed["cluster_id"]}).fetchall()
+        if private & {collector for collector, _ in members}:
+            inputs = draft_input(warehouse, {**filed, "label": None})
+            filed = {**filed, "title": inputs.neutral_name, "key_terms": inputs.shown_terms()}
         issue = known_issue(filed, config.github.known_issue_prefix)
         match = match_rules(filed, meanings.get(filed["cluster_id"]))
-        for collector, ids in warehouse.con.execute(_MEMBERS, {"cluster": filed["cluster_id"]}).fetchall():
+        for collector, ids in members:
             if collector in receiving:
                 out.append((filed["draft_id"], collector, issue, {"record_ids": ids, **match}))
     return out
