@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from feedback_insights.clusters import CorrectionError, demand
-from feedback_insights.config import Config, embedded_default
+from feedback_insights.clusters import CorrectionError, demand, undoable
+from feedback_insights.clusters import history as clusters_history
+from feedback_insights.config import SAMPLE_HMAC_KEY, Config, embedded_default
 from feedback_insights.drafts import (
     approve,
     cluster_of,
@@ -19,9 +20,13 @@ from feedback_insights.drafts import (
     history,
     ignore_cluster,
     merge_clusters,
+    merge_preview,
     move_records,
+    rename_cluster,
     save_edit,
     split_cluster,
+    undo_correction,
+    unmerge_cluster,
 )
 from feedback_insights.warehouse import Warehouse
 
@@ -195,7 +200,7 @@ def test_the_cli_prints_what_happened_to_the_drafts(drafted, tmp_path: Path) -> 
         survivor, absorbed = _pending(wh)[:2]
         approve(wh, survivor["id"], "maria")
     toml = tmp_path / "feedback-insights.toml"
-    toml.write_text(f'[warehouse]\npath = "{path}"\n[privacy]\nhmac_key = "k"\n')
+    toml.write_text(f'[warehouse]\npath = "{path}"\n[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n')
     env = {**os.environ, "FEEDBACK_INSIGHTS_USER": "dana"}
     done = run_cli("clusters", "merge", str(survivor["cluster_id"]), str(absorbed["cluster_id"]), "--config", str(toml), env=env)
     assert done.returncode == 0, done.stderr
@@ -208,4 +213,125 @@ def test_the_cli_prints_what_happened_to_the_drafts(drafted, tmp_path: Path) -> 
     shown = run_cli("drafts", "show", str(survivor["id"]), "--config", str(toml), env=env)
     assert "back to pending by dana" in shown.stdout and "review it again" in shown.stdout
     refused = run_cli("clusters", "move", "nope", "--to", str(survivor["cluster_id"]), "--config", str(toml), env=env)
-    assert refused.returncode == 2 and refused.stderr.strip().startswith("error: no record nope")
+    assert refused.returncode != 0 and refused.stderr.strip().startswith("error: no record nope")
+
+
+def _cluster(wh: Warehouse, cluster_id: int) -> dict:
+    return wh.con.sql("SELECT * FROM clusters WHERE id = $id", params={"id": cluster_id}).pl().row(0, named=True)
+
+
+def test_a_maintainer_s_merge_is_undone_with_its_drafts_and_recorded(drafted) -> None:
+    config, path = drafted
+    with Warehouse(path) as wh:
+        survivor, absorbed = _pending(wh)[:2]
+        into, other = survivor["cluster_id"], absorbed["cluster_id"]
+        names = {c: _cluster(wh, c)["label"] for c in (into, other)}
+        members = _members(wh, other)
+        done = merge_clusters(config, wh, into, other, "dana", "one root cause")
+        assert _cluster(wh, into)["label"] == names[into]  # the survivor keeps its name
+        assert done.action is not None and [a.id for a in undoable(wh, other)][0] == done.action
+
+        undone = undo_correction(config, wh, done.action, "dana", "they were two problems")
+        back = _cluster(wh, other)
+        assert (back["status"], back["merged_into"], back["label"]) == ("open", None, names[other])
+        assert _members(wh, other) == members and not set(members) & set(_members(wh, into))
+        assert undone.restored == [other] and undone.revived == [absorbed["id"]]
+        revived = get_draft(wh, absorbed["id"])
+        assert (revived["status"], revived["superseded_by"]) == ("pending", None)
+        assert absorbed["id"] in undone.rerendered and survivor["id"] in undone.rerendered
+        assert get_draft(wh, survivor["id"])["reports"] == survivor["reports"]
+        # Recorded: who, when, what; the merge says it was undone, and cannot be undone twice.
+        merged, taken_back = clusters_history(wh, other)[-2:]
+        assert merged.undone_by == taken_back.id and taken_back.undoes == merged.id and taken_back.actor == "dana"
+        assert taken_back.sentence() == (f"dana undid correction #{merged.id} ({len(members)} reports went back): "
+                                         "they were two problems")
+        assert merged.sentence().startswith(f"dana merged cluster {other} into cluster {into} ({len(members)} reports): "
+                                            "one root cause")
+        with pytest.raises(CorrectionError, match="already undone"):
+            undo_correction(config, wh, merged.id, "dana")
+
+
+def test_clusters_unmerge_takes_back_a_maintainer_s_merge_too(drafted) -> None:
+    config, path = drafted
+    with Warehouse(path) as wh:
+        survivor, absorbed = _pending(wh)[:2]
+        merge_clusters(config, wh, survivor["cluster_id"], absorbed["cluster_id"], "dana")
+        done = unmerge_cluster(config, wh, absorbed["cluster_id"], "dana")
+        assert done.restored == [absorbed["cluster_id"]] and _cluster(wh, absorbed["cluster_id"])["status"] == "open"
+        with pytest.raises(CorrectionError, match=f"cluster {survivor['cluster_id']} was not merged into another"):
+            unmerge_cluster(config, wh, survivor["cluster_id"], "dana")
+
+
+def test_a_split_and_a_move_are_undone(drafted) -> None:
+    config, path = drafted
+    with Warehouse(path) as wh:
+        source, target = _pending(wh)[:2]
+        members = _members(wh, source["cluster_id"])
+        split = split_cluster(config, wh, source["cluster_id"], members[:2], "dana")
+        assert split.action is not None and split.new_cluster is not None
+        undone = undo_correction(config, wh, split.action, "dana")
+        assert _members(wh, source["cluster_id"]) == members
+        assert _cluster(wh, split.new_cluster)["merged_into"] == source["cluster_id"]  # its id still resolves
+        assert undone.restored == [source["cluster_id"]]
+
+        before = {c: _members(wh, c) for c in (source["cluster_id"], target["cluster_id"])}
+        moved = move_records(config, wh, members[:3], target["cluster_id"], "dana")
+        assert set(members[:3]) <= set(_members(wh, target["cluster_id"]))
+        assert moved.action is not None
+        undo_correction(config, wh, moved.action, "dana")
+        assert {c: _members(wh, c) for c in before} == before
+
+
+def test_a_move_that_emptied_a_cluster_is_undone_with_the_cluster_back(drafted) -> None:
+    config, path = drafted
+    with Warehouse(path) as wh:
+        source, target = _pending(wh)[:2]
+        name, members = _cluster(wh, source["cluster_id"])["label"], _members(wh, source["cluster_id"])
+        moved = move_records(config, wh, members, target["cluster_id"], "dana")
+        assert _cluster(wh, source["cluster_id"])["status"] == "merged"
+        assert moved.action is not None
+        undo_correction(config, wh, moved.action, "dana")
+        back = _cluster(wh, source["cluster_id"])
+        assert (back["status"], back["label"], _members(wh, source["cluster_id"])) == ("open", name, members)
+        assert get_draft(wh, source["id"])["status"] == "pending"
+
+
+def test_a_maintainer_s_name_is_kept_through_corrections_and_can_be_handed_back(drafted) -> None:
+    config, path = drafted
+    with Warehouse(path) as wh:
+        named, other = _pending(wh)[:2]
+        rule = _cluster(wh, named["cluster_id"])["label"]
+        done = rename_cluster(config, wh, named["cluster_id"], "  search_files:   ignores the glob ", "dana")
+        assert _cluster(wh, named["cluster_id"])["label"] == "search_files: ignores the glob"
+        assert get_draft(wh, named["id"])["title"] == "search_files: ignores the glob"  # the title follows
+        # Corrections describe the cluster again; the maintainer's name stays.
+        split = split_cluster(config, wh, named["cluster_id"], _members(wh, named["cluster_id"])[:1], "dana")
+        merge_clusters(config, wh, named["cluster_id"], other["cluster_id"], "dana")
+        assert _cluster(wh, named["cluster_id"])["label"] == "search_files: ignores the glob"
+        assert split.new_cluster is not None and _cluster(wh, split.new_cluster)["label"]  # the new one is named
+        assert done.action is not None
+        undo_correction(config, wh, done.action, "dana")
+        assert (_cluster(wh, named["cluster_id"])["given_name"], _cluster(wh, named["cluster_id"])["label"]) == (None, rule)
+        for bad, why in (("", "must say something"), ("x" * 81, "at most 80"), ("a bell \x07 rings", "printable")):
+            with pytest.raises(CorrectionError, match=why):
+                rename_cluster(config, wh, named["cluster_id"], bad, "dana")
+
+
+def test_a_merge_preview_says_what_will_change_and_changes_nothing(drafted) -> None:
+    config, path = drafted
+    with Warehouse(path) as wh:
+        survivor, absorbed = _pending(wh)[:2]
+        approve(wh, survivor["id"], "maria")
+        into, other = survivor["cluster_id"], absorbed["cluster_id"]
+        before = wh.con.execute("SELECT count(*), max(id) FROM cluster_actions").fetchall()
+        said = merge_preview(wh, into, other)
+        assert wh.con.execute("SELECT count(*), max(id) FROM cluster_actions").fetchall() == before
+        assert get_draft(wh, absorbed["id"])["status"] == "pending"
+        reports = len(_members(wh, other))
+        assert said[0].startswith(f"cluster {other}'s {reports} reports (") and f"join cluster {into}, which keeps its name" in said[0]
+        assert f"draft {absorbed['id']} (pending) is superseded by draft {survivor['id']}: it will never be filed" in said
+        assert f"draft {survivor['id']} (approved) is re-rendered with the merged reports; approved, it goes back to pending" in said
+        done = merge_clusters(config, wh, into, other, "dana")
+        assert done.superseded == [(absorbed["id"], survivor["id"])] and done.reopened == [survivor["id"]]
+        with pytest.raises(CorrectionError, match="merged"):
+            merge_preview(wh, into, other)

@@ -26,7 +26,25 @@ from ._assist import (
 from ._assist_store import ClusterAssist, cluster_assist, undo_merge
 from ._backends import embedder_for, members_model, packaged
 from ._confidence import RULE, ConfidenceRule, confidence
-from ._corrections import CorrectionError, Moved, Then, default_actor, merge, move, set_ignored, split
+from ._corrections import (
+    UNDOABLE,
+    ClusterAction,
+    CorrectionError,
+    Moved,
+    Then,
+    Undone,
+    default_actor,
+    given_name,
+    history,
+    latest_action,
+    merge,
+    move,
+    rename,
+    set_ignored,
+    split,
+    undo,
+    undoable,
+)
 from ._demand import demand, latest_report, weeks
 from ._embedding import (
     TEXT_COMPOSITION,
@@ -51,6 +69,15 @@ from ._unclustered import unclustered, unclustered_services
 from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force
 
 __all__ = [
+    "undoable",
+    "undo",
+    "rename",
+    "latest_action",
+    "history",
+    "given_name",
+    "Undone",
+    "ClusterAction",
+    "UNDOABLE",
     "GREY_BAND",
     "MAX_PAIRS",
     "Assistant",

@@ -9,7 +9,8 @@ reviewed by a maintainer before it is filed.
 - unfiled clusters that look like a filed problem (:func:`lookalikes`), by the measure collectors
   tell agents "known issue" with;
 - maintainers' corrections of the clusters, with what follows for their drafts
-  (:func:`merge_clusters`, :func:`split_cluster`, :func:`move_records`, :func:`ignore_cluster`, :func:`rebuild_clusters`).
+  (:func:`merge_clusters`, :func:`split_cluster`, :func:`move_records`, :func:`ignore_cluster`, :func:`rebuild_clusters`,
+  :func:`rename_cluster`), their undo (:func:`undo_correction`) and a merge's confirmation (:func:`merge_preview`).
 """
 
 from . import neutralise
@@ -18,9 +19,12 @@ from ._corrections import (
     Correction,
     ignore_cluster,
     merge_clusters,
+    merge_preview,
     move_records,
     rebuild_clusters,
+    rename_cluster,
     split_cluster,
+    undo_correction,
     unmerge_cluster,
 )
 from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
@@ -99,7 +103,9 @@ __all__ = [
     "lookalikes",
     "marker",
     "merge_clusters",
+    "merge_preview",
     "rebuild_clusters",
+    "rename_cluster",
     "move_records",
     "neutralise",
     "parse_answer",
@@ -118,6 +124,7 @@ __all__ = [
     "save_edit",
     "save_fields",
     "split_cluster",
+    "undo_correction",
     "unmerge_cluster",
     "template_draft",
     "update_marker",
