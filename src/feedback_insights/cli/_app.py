@@ -67,7 +67,18 @@ T = TypeVar("T")
 
 
 class UserError(Exception):
-    """A failure the user can fix; printed as one line."""
+    """A command that cannot run as asked: a wrong option or value, a configuration that does
+    not load, a missing secret, a busy warehouse or port. One line, exit status 2."""
+
+    status = 2
+
+
+class Refused(UserError):
+    """A command that ran and says no: what it was asked for does not exist, or a rule of the
+    data refuses it (a draft already approved, a merge across services, an input file with a
+    bad line). One line, exit status 1."""
+
+    status = 1
 
 
 @app.callback()
@@ -85,6 +96,17 @@ def _root(
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
+def refuse_without_text(path: Path, inputs: int, texts: int, text_field: str) -> None:
+    """The file commands (``embed``, ``cluster``) on a file none of whose inputs has text (a
+    wire dialect's records, not normalised): one line saying so, rather than an output of
+    nothing but nulls."""
+    if inputs and not texts:
+        raise Refused(f"{path}: none of its {inputs} inputs has text to embed: none has a non-blank {text_field!r} "
+                      "field or is a canonical record with words enough to compose one. Records in a wire dialect "
+                      "(AFP, AFS, …) are normalised first (feedback-insights normalise -i FILE -o records.jsonl); "
+                      "--text-field names another field")
+
+
 def load_config(path: Path | None) -> Config:
     from ..config import load
 
@@ -92,13 +114,13 @@ def load_config(path: Path | None) -> Config:
 
 
 def in_warehouse(cfg: Config, action: Callable[[Warehouse], T], *refusals: type[Exception]) -> T:
-    """``action(warehouse)`` on the configured warehouse; a refusal (an error the user can fix,
-    e.g. an unknown id) becomes one line."""
+    """``action(warehouse)`` on the configured warehouse; a refusal (an unknown id, a rule of
+    the data) becomes one line and exit status 1 (:class:`Refused`)."""
     with open_warehouse(cfg) as warehouse:
         try:
             return action(warehouse)
         except refusals as exc:
-            raise UserError(str(exc)) from None
+            raise Refused(str(exc)) from None
 
 
 @contextmanager
@@ -136,9 +158,19 @@ def _waiting(cfg: Config) -> Callable[[str], None]:
     return say
 
 
+def current_context() -> click.Context | None:
+    """The running command's context. Typer 0.2x runs on a copy of click of its own, whose
+    context the installed click's ``get_current_context`` does not see (it answered None)."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # a typer on the installed click
+        from click import get_current_context
+    return get_current_context(silent=True)  # type: ignore[return-value]
+
+
 def _command() -> str:
     """This command as the lock file names it to whoever waits: ``feedback-insights drafts approve``."""
-    context = click.get_current_context(silent=True)
+    context = current_context()
     words = context.command_path.split()[1:] if context else []
     return " ".join(["feedback-insights", *words])
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -16,6 +16,7 @@ from ._app import (
     IdFieldOption,
     InputFileOption,
     ReasonOption,
+    Refused,
     TextFieldOption,
     UserError,
     actor,
@@ -26,7 +27,9 @@ from ._app import (
     load_config,
     open_warehouse,
     out,
+    refuse_without_text,
 )
+from ._tables import Column, FormatOption, cell, chosen_format, emit, fields_text
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from ..warehouse import Warehouse
 
 clusters_app = typer.Typer(
+    no_args_is_help=True,
     help="Clusters of duplicate reports: demand, and maintainers' corrections.",
     epilog=example("clusters list -n 10", "clusters list --unclustered", "clusters show 4",
                    "clusters merge 4 9 --reason 'same missing filter'"),
@@ -131,7 +135,8 @@ def cluster_file(
     try:
         inputs = read_inputs(input, text_field, id_field)
     except InputError as exc:
-        raise UserError(str(exc)) from None
+        raise Refused(str(exc)) from None
+    refuse_without_text(input, inputs.height, int(inputs.get_column("text").is_not_null().sum()), text_field)
     with err.status(f"embedding and clustering {inputs.height} texts"):
         result = cluster_inputs(inputs, embedder_for(cfg.embedding), cfg.clustering)
     write_outputs(result, output)
@@ -149,13 +154,53 @@ def clusters_update(config: ConfigOption = None) -> None:
     cluster_with_progress(load_config(config))
 
 
+def _trend(row: Mapping[str, Any]) -> str:
+    return "regression" if row["regression"] else row["trend"]
+
+
+def _cluster_label(row: Mapping[str, Any]) -> str:
+    """The label, with what a reader must know beside it: a status other than open, and
+    whether the cluster needs review."""
+    notes = ([row["status"]] if row["status"] != "open" else []) + (["review"] if row["needs_review"] else [])
+    return (row["label"] or "") + (f" ({', '.join(notes)})" if notes else "")
+
+
+#: ``clusters list``'s table; at 80 columns kind, reports, score and service are left out,
+#: in that order, then a/r/h and this/last (README, "Clusters and demand").
+CLUSTER_COLUMNS = (
+    Column("id", lambda r: r["cluster_id"], number=True),
+    Column("service", lambda r: r["service"], drop=4),
+    Column("kind", lambda r: r["polarity"], drop=1),
+    Column("label", _cluster_label, wraps=True),
+    Column("accounts", lambda r: r["accounts"], number=True),
+    Column("a/r/h", lambda r: f"{r['accounts_agent']}/{r['accounts_runtime']}/{r['accounts_human']}", number=True,
+           drop=5),
+    Column("this/last", lambda r: f"{r['accounts_this_week']}/{r['accounts_last_week']}", number=True, drop=6),
+    Column("reports", lambda r: r["reports"], number=True, drop=2),
+    Column("trend", _trend),
+    Column("score", lambda r: f"{r['score']:.2f}", number=True, drop=3),
+)
+#: ``clusters list --unclustered``'s table.
+UNCLUSTERED_COLUMNS = (
+    Column("report", lambda r: f"{r['collector']}:{r['id']}", whole=True),
+    Column("service", lambda r: r["service"], drop=4),
+    Column("received", lambda r: f"{r['received_at']:%Y-%m-%d}", whole=True, drop=3),
+    Column("lane", lambda r: r["lane"], drop=1),
+    Column("severity", lambda r: r["severity"], drop=2),
+    # Why it is alone, then its words: one wrapping column, since a report's id (never cut)
+    # may take half the width.
+    Column("why: words", lambda r: f"{r['why']}: {(r['summary'] or '')[:160]}", wraps=True),
+)
+
+
 @clusters_app.command("list")
 def clusters_list(
     config: ConfigOption = None,
     view: ViewOption = "reports",
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show this many (0 = all).")] = 30,
     as_of: Annotated[datetime | None, typer.Option("--as-of", help=AS_OF_HELP)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per cluster with every field (README).")] = False,
+    format: FormatOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="--format json: one JSON line per cluster, every field.")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Include ignored clusters.")] = False,
     status: Annotated[str | None, typer.Option(
         "--status", help=f"Only clusters of this status: {' | '.join(LISTED_STATUSES)}.")] = None,
@@ -166,16 +211,17 @@ def clusters_list(
         "--unclustered", help="List the reports in no cluster instead, each with why (problems first).")] = False,
 ) -> None:
     """Clusters by ranking score, with their kind (problem, request, praise), distinct accounts
-    (and who reported), trend and the rest of the demand; ignored ones only with ``--all`` or
-    ``--status ignored``; ``--source`` counts only one tier's reports. ``--unclustered`` lists
-    the reports no cluster holds, so that none goes unread."""
-    import orjson
+    (and who reported), trend and the rest of the demand; ignored ones only with --all or
+    --status ignored; --source counts only one tier's reports. --unclustered lists the reports
+    no cluster holds, so that none goes unread. The table fits the width (80 columns when
+    not a terminal): the label wraps, and kind, reports, score and service are left out, in
+    that order, when there is no room; --format tsv, csv or json give every field."""
     import polars as pl
-    from rich.table import Table
 
     from ..clusters import VIEWS, demand
     from ..drafts import cluster_drafts
 
+    shape = chosen_format(format, as_json)
     if view not in VIEWS:
         raise UserError(f"--view must be one of: {', '.join(VIEWS)} (got {view!r})")
     if status is not None and status not in LISTED_STATUSES:
@@ -187,14 +233,16 @@ def clusters_list(
     if unclustered:
         if view != "reports":
             raise UserError("--unclustered lists reports: every report is in the reports view (leave --view out)")
-        _list_unclustered(cfg, as_of, sources, limit, as_json)
+        _list_unclustered(cfg, as_of, sources, limit, shape)
         return
     with open_warehouse(cfg) as warehouse:
         frame = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days, sources=sources)
         drafts = cluster_drafts(warehouse)
     if frame.is_empty():
-        if not as_json:
+        if shape == "table":
             out.print("no clusters with reports yet (feedback-insights clusters update makes them)")
+        else:
+            emit([], LISTED, CLUSTER_COLUMNS, shape)
         return
     week, counted_to = frame["week"][0], frame["as_of"][0]
     if status is not None:
@@ -205,61 +253,34 @@ def clusters_list(
         frame = frame.filter(pl.col("polarity") == kind)
     if limit:
         frame = frame.head(limit)
-    frame = frame.join(drafts, on="cluster_id", how="left", maintain_order="left")
-    if as_json:
-        for row in frame.select(LISTED).iter_rows(named=True):
-            out.file.write(orjson.dumps(row, default=str).decode() + "\n")
-        return
-    table = Table("id", "service", "kind", "label", "accounts", "a/r/h", "this wk", "last wk", "reports", "trend",
-                  "score", caption=(
-                      f"this week: {week}, Monday 00:00 UTC to {counted_to:%Y-%m-%d %H:%M} UTC · trend: this week's "
-                      "accounts against last week's · a/r/h: the accounts that reported as agents / runtimes / humans "
-                      "· review: low confidence, not drafted automatically (clusters show ID) · clusters list "
-                      "--unclustered: the reports in no cluster"))
-    for row in frame.iter_rows(named=True):
-        trend = "[red]regression[/]" if row["regression"] else row["trend"]
-        if row["status"] != "open":
-            trend += f" ({row['status']})"
-        if row["needs_review"]:
-            trend += " [magenta]review[/]"
-        table.add_row(
-            str(row["cluster_id"]), row["service"] or "—", row["polarity"], escape(row["label"] or ""),
-            str(row["accounts"]), f"{row['accounts_agent']}/{row['accounts_runtime']}/{row['accounts_human']}",
-            str(row["accounts_this_week"]), str(row["accounts_last_week"]),
-            str(row["reports"]), trend, f"{row['score']:.2f}",
-        )
-    out.print(table, soft_wrap=False)  # a table lays itself out in the width
+    rows = frame.join(drafts, on="cluster_id", how="left", maintain_order="left").select(LISTED).to_dicts()
+    emit(rows, LISTED, CLUSTER_COLUMNS, shape, caption=(
+        f"this week: {week}, Monday 00:00 UTC to {counted_to:%Y-%m-%d %H:%M} UTC · this/last: the accounts of "
+        "this week / last week, which the trend compares · a/r/h: the accounts that reported as agents / "
+        "runtimes / humans · review: low confidence, not drafted automatically (clusters show ID) · clusters "
+        "list --unclustered: the reports in no cluster"))
 
 
 def _list_unclustered(cfg: Config, as_of: datetime | None, sources: tuple[str, ...] | None, limit: int,
-                      as_json: bool) -> None:
+                      shape: str) -> None:
     """``clusters list --unclustered``: the reports in no cluster (received before ``as_of``
     when given), a count per service, then the reports, problems first."""
-    import orjson
-    from rich.table import Table
-
     from ..clusters import unclustered, unclustered_services, weeks
 
     end = weeks(as_of).as_of if as_of else None  # read as every --as-of is (UTC unless it says)
     with open_warehouse(cfg) as warehouse:
         rows = unclustered(warehouse, end=end, sources=sources)
         services = unclustered_services(warehouse, end=end, sources=sources, examples=0)
-    shown = rows.head(limit) if limit else rows
-    if as_json:
-        for row in shown.select(UNCLUSTERED).iter_rows(named=True):
-            out.file.write(orjson.dumps(row, default=str).decode() + "\n")
+    shown = (rows.head(limit) if limit else rows).select(UNCLUSTERED).to_dicts()
+    if shape != "table":
+        emit(shown, UNCLUSTERED, UNCLUSTERED_COLUMNS, shape)
         return
     if rows.is_empty():
         out.print("no report is in no cluster: every one is in a cluster")
         return
     counts = ", ".join(f"{s['service'] or 'no service'} {s['reports']}" for s in services.iter_rows(named=True))
-    out.print(f"[bold]{rows.height} reports in no cluster[/] ({escape(counts)})", highlight=False)
-    table = Table("service", "received", "lane", "severity", "why", "report", "words", caption=(
-        f"{shown.height} of {rows.height} shown (-n 0: all) · clusters move REPORT --to CLUSTER puts one in a cluster"))
-    for row in shown.iter_rows(named=True):
-        table.add_row(row["service"] or "—", f"{row['received_at']:%Y-%m-%d}", row["lane"], row["severity"] or "—",
-                      row["why"], escape(f"{row['collector']}:{row['id']}"), escape((row["summary"] or "")[:160]))
-    out.print(table, soft_wrap=False)
+    emit(shown, UNCLUSTERED, UNCLUSTERED_COLUMNS, shape, title=cell(f"{rows.height} reports in no cluster ({counts})"),
+         caption=f"{len(shown)} of {rows.height} shown (-n 0: all) · clusters move REPORT --to CLUSTER puts one in a cluster")
 
 
 @clusters_app.command("show")
@@ -280,10 +301,10 @@ def clusters_show(
                       coalesce(needs_review, false), config_version FROM clusters WHERE id = ?""", [cluster_id]
         ).fetchall()
         if not found:
-            raise UserError(f"no cluster {cluster_id}")
+            raise Refused(f"no cluster {cluster_id}")
         view, status, merged_into, label, medoid_id, service, confidence, needs_review, version = found[0]
         if status == "merged":
-            raise UserError(f"cluster {cluster_id} was merged into {merged_into}: clusters show {merged_into}")
+            raise Refused(f"cluster {cluster_id} was merged into {merged_into}: clusters show {merged_into}")
         rows = demand(warehouse, as_of=as_of, view=view, half_life_days=cfg.demand.half_life_days).filter(
             cluster_id=cluster_id)
         drafted = cluster_drafts(warehouse).filter(cluster_id=cluster_id).to_dicts()
@@ -295,25 +316,29 @@ def clusters_show(
         ).fetchall()
     dismissed = sum(1 for *_, is_dismissed in reports if is_dismissed)
     figures = rows.row(0, named=True) if rows.height else _no_live_reports(service, dismissed)
-    out.print(f"[bold]cluster {cluster_id}[/]: {escape(label or '')}  ({status})", highlight=False)
+    say = _plain_lines
+    say(f"cluster {cluster_id}: {cell(label)}  ({status})")
     shown = "unknown" if confidence is None else f"{confidence:.2f}"
-    out.print(f"  confidence: {shown} (clustering config {escape(version or 'unrecorded')})", highlight=False)
+    say(f"  confidence: {shown} (clustering config {cell(version or 'unrecorded')})")
     if needs_review:
-        out.print(f"  [magenta]needs review[/]: not drafted automatically (drafts create {cluster_id} drafts it)",
-                  highlight=False)
+        say(f"  needs review: not drafted automatically (drafts create {cluster_id} drafts it)")
     for d in drafted:
-        issue = f", issue {d['issue_url']} ({d['known_status']})" if d["issue_url"] else ""
-        out.print(f"  draft: {d['draft_id']} ({d['draft_status']}){escape(issue)}", highlight=False)
+        issue = f", issue {cell(d['issue_url'])} ({d['known_status']})" if d["issue_url"] else ""
+        say(f"  draft: {d['draft_id']} ({d['draft_status']}){issue}")
     if rows.height:
-        out.print(f"  as of: {figures['as_of']:%Y-%m-%d %H:%M:%S} UTC (this week: {figures['week']}, "
-                  f"from Monday {figures['week_start']:%Y-%m-%d})", highlight=False)
+        say(f"  as of: {figures['as_of']:%Y-%m-%d %H:%M:%S} UTC (this week: {figures['week']}, "
+            f"from Monday {figures['week_start']:%Y-%m-%d})")
     for key in SHOWN:
-        out.print(f"  {key}: {escape(str(figures[key]))}", highlight=False)
+        say(f"  {key}: {fields_text(figures[key])}")
     for record_id, received_at, account, text, is_dismissed in reports:
         marker = "★" if record_id == medoid_id else " "
         note = " (dismissed)" if is_dismissed else ""
-        out.print(f" {marker} {received_at:%Y-%m-%d} {account or 'anonymous'} {record_id}{note}: {escape(text[:160])}",
-                  highlight=False)
+        say(f" {marker} {received_at:%Y-%m-%d} {account or 'anonymous'} {cell(record_id)}{note}: {cell(text[:160])}")
+
+
+def _plain_lines(line: str) -> None:
+    """One line of ``show``, as it is: no markup, no emoji code (report text is in it)."""
+    out.print(line, markup=False, highlight=False)
 
 
 def _no_live_reports(service: str | None, dismissed: int) -> dict[str, object]:
@@ -439,8 +464,10 @@ def clusters_rebuild(
             result, done = in_warehouse(
                 cfg, lambda w: rebuild_clusters(cfg, w, embedder_for(cfg.embedding), actor(by), dry_run, client,
                                                 assist),
-                UnknownVersion, CorrectionError,
+                CorrectionError,
             )
+    except UnknownVersion as exc:  # clustering.version: the configuration's, not the data's
+        raise UserError(str(exc)) from None
     finally:
         if client:
             client.close()

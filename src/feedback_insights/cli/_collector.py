@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +14,7 @@ import typer
 from ._app import ConfigOption, UserError, app, example, load_config, out
 
 collector_app = typer.Typer(
+    no_args_is_help=True,
     help="The collector server agents and services send feedback to.",
     epilog=example("collector hash-key \"$AGENT_KEY\"", "collector serve --port 8787"),
 )
@@ -43,10 +47,29 @@ def collector_serve(
         out.print(f"max_connections lowered to {connections}: the descriptor limit (ulimit -n) allows no more",
                   highlight=False)
         settings = settings.model_copy(update={"max_connections": connections})
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db), cfg.embedding)
-    out.print(f"collector on http://{host}:{port}  ·  store {settings.db}  ·  auth {settings.auth}", highlight=False)
-    uvicorn.Server(server_config(create_app(collector), settings, host, port)).run()
+    listening = _listen(host, port)
+    with listening, contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again once it has stopped
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        collector = Collector(settings, Pseudonymiser(cfg.privacy.key()), Store(settings.db), cfg.embedding)
+        out.print(f"collector on http://{host}:{port}  ·  store {settings.db}  ·  auth {settings.auth}", highlight=False)
+        uvicorn.Server(server_config(create_app(collector), settings, host, port)).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The collector's socket, bound before the address is announced: a port in use is one
+    line (exit 2), not the success line followed by uvicorn's error."""
+    address = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
+        sock.bind((address, port))
+        sock.listen()
+    except OSError as exc:  # a port in use, an address not this machine's, a name that does not resolve
+        sock.close()
+        hint = {errno.EADDRINUSE: " (is another collector running? choose another --port)",
+                errno.EADDRNOTAVAIL: " (--host must be an address of this machine)"}.get(exc.errno or 0, "")
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    return sock
 
 
 @collector_app.command("hash-key")

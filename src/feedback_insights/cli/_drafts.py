@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
@@ -13,6 +13,7 @@ from rich.markup import escape
 from ._app import (
     ByOption,
     ConfigOption,
+    Refused,
     UserError,
     actor,
     app,
@@ -23,6 +24,7 @@ from ._app import (
     open_warehouse,
     out,
 )
+from ._tables import Column, FormatOption, chosen_format, emit
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from ..warehouse import Warehouse
 
 drafts_app = typer.Typer(
+    no_args_is_help=True,
     help="Drafted issues: review them before they are filed.",
     epilog=example("drafts list --status pending", "drafts show 3", "drafts approve 3 --by maria"),
 )
@@ -72,38 +75,46 @@ def _review(action: Callable[[Warehouse], T], cfg: Config) -> T:
     return in_warehouse(cfg, action, ReviewError)
 
 
+def _draft_title(row: Mapping[str, Any]) -> str:
+    """The title, with what else a reviewer reads beside it: who drafted it, whether it was
+    edited or needs review, and its issue."""
+    notes = (["LLM"] if row["drafted_by"] == "llm" else []) + (["edited"] if row["edited"] else []) + (
+        ["needs review"] if row["needs_review"] else [])
+    return row["title"] + (f" ({', '.join(notes)})" if notes else "") + (f" {row['issue_url']}" if row["issue_url"] else "")
+
+
+#: ``drafts list``'s table; short of room, reports, cluster and this week go, in that order.
+DRAFT_COLUMNS = (
+    Column("id", lambda r: r["id"], number=True),
+    Column("cluster", lambda r: r["cluster_id"], number=True, drop=2),
+    Column("accounts", lambda r: r["accounts"], number=True),
+    Column("this wk", lambda r: r["accounts_this_week"], number=True, drop=3),
+    Column("reports", lambda r: r["reports"], number=True, drop=1),
+    Column("status", lambda r: r["status"] + (f" ({r['known_status']})" if r["known_status"] else ""), whole=True),
+    Column("title / issue", _draft_title, wraps=True),
+)
+
+
 @drafts_app.command("list")
 def drafts_list(
     status: Annotated[str | None, typer.Option(help="pending | approved | rejected | filed | superseded")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per draft with every field (README).")] = False,
+    format: FormatOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="--format json: one JSON line per draft, every field.")] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Drafts, pending ones first, by their cluster's distinct accounts now."""
-    import orjson
-    from rich.table import Table
+    """Drafts, pending ones first, by their cluster's distinct accounts now. The table fits the
+    width (80 columns when not a terminal); --format tsv, csv or json give every field."""
+    from ..drafts import DRAFT_STATUSES, list_drafts
 
-    from ..drafts import list_drafts
-
+    shape = chosen_format(format, as_json)
+    if status is not None and status not in DRAFT_STATUSES:
+        raise UserError(f"--status must be one of: {', '.join(DRAFT_STATUSES)} (got {status!r})")
     cfg = load_config(config)
-    rows = _review(lambda w: list_drafts(w, status, cfg.demand.half_life_days).to_dicts(), cfg)
-    if as_json:
-        for row in rows:
-            out.file.write(orjson.dumps(row, default=str).decode() + "\n")
-        return
+    frame = _review(lambda w: list_drafts(w, status, cfg.demand.half_life_days), cfg)
+    rows = frame.to_dicts()  # its columns are the fields of --json, in their order (README)
     week = next((r["week"] for r in rows if r["week"]), None)
-    table = Table(title=f"{len(rows)} drafts", caption=f"this week: {week}, as of the newest report" if week else None)
-    for name in ("id", "cluster", "accounts", "this wk", "reports"):
-        table.add_column(name, justify="right", no_wrap=True)
-    # The status may wrap: kept on one line it took the width the ids and titles need.
-    table.add_column("status", overflow="fold", ratio=1)  # a third of the room left; the title two
-    table.add_column("title / issue", overflow="fold", ratio=2)
-    for r in rows:
-        status_text = (r["status"] + (f" ({r['known_status']})" if r["known_status"] else "")
-                       + (" · edited" if r["edited"] else "") + (" · needs review" if r["needs_review"] else ""))
-        title = r["title"] + (f"\n{r['issue_url']}" if r["issue_url"] else "") + (" (LLM)" if r["drafted_by"] == "llm" else "")
-        table.add_row(*(escape(str(c)) for c in (r["id"], r["cluster_id"], r["accounts"], r["accounts_this_week"],
-                                                  r["reports"], status_text, title)))
-    out.print(table, soft_wrap=False)  # a table lays itself out in the width
+    emit(rows, frame.columns, DRAFT_COLUMNS, shape, title=f"{len(rows)} drafts",
+         caption=f"this week: {week}, as of the newest report" if week else None)
 
 
 @drafts_app.command("create")
@@ -238,7 +249,7 @@ def draft_preview(
     try:
         records = read_records(input, cfg)
     except PreviewError as exc:
-        raise UserError(str(exc)) from None
+        raise Refused(str(exc)) from None
     with Warehouse(":memory:") as warehouse:
         inputs = preview_input(records, warehouse)
     if llm:

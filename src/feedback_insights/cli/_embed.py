@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from ._app import ConfigOption, IdFieldOption, InputFileOption, TextFieldOption, UserError, app, err, load_config
+from ._app import (
+    ConfigOption,
+    IdFieldOption,
+    InputFileOption,
+    Refused,
+    TextFieldOption,
+    app,
+    err,
+    load_config,
+    refuse_without_text,
+)
 
 
 @app.command("embed")
@@ -28,9 +38,10 @@ def embed_file(
     try:
         inputs = read_inputs(input, text_field, id_field)
     except InputError as exc:
-        raise UserError(str(exc)) from None
-    embedder = embedder_for(cfg.embedding)
+        raise Refused(str(exc)) from None
     texts = int(inputs.get_column("text").is_not_null().sum())
+    refuse_without_text(input, inputs.height, texts, text_field)
+    embedder = embedder_for(cfg.embedding)
     with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), console=err, transient=True) as progress:
         task = progress.add_task("embed", total=texts)
         table = embed_inputs(inputs, embedder, on_batch=lambda n: progress.advance(task, n))

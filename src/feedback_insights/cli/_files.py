@@ -96,7 +96,7 @@ def normalise(
     else:
         output.write_bytes(lines)
     for q in processed.quarantined:
-        err.print(f"[red]invalid[/] {escape(str(input))} {escape(q.position)}: " + escape("; ".join(map(str, q.problems))), highlight=False)
+        err.print(f"[red]error[/]: {escape(str(input))} {escape(q.position)}: " + escape("; ".join(map(str, q.problems))), highlight=False)
     if str(output) != "-":
         err.print(f"{len(processed.records)} records → {output}; {len(processed.quarantined)} invalid")
     if processed.quarantined:
@@ -123,7 +123,7 @@ def scrub(
         item.parse()
         if not isinstance(item.obj, dict):
             problem = item.parse_error or "must be a JSON object"
-            err.print(f"[red]invalid[/] {escape(str(input))} {escape(item.position)}: {escape(problem)}", highlight=False)
+            err.print(f"[red]error[/]: {escape(str(input))} {escape(item.position)}: {escape(problem)}", highlight=False)
             bad += 1
             continue
         scrubbed, counts = scrub_json(item.obj, pseudonymise)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from ._app import ConfigOption, UserError, app, err, example, load_config, open_warehouse, out
+from ._app import ConfigOption, Refused, app, err, example, load_config, open_warehouse, out
+from ._tables import Column, FormatOption, chosen_format, emit
 
 if TYPE_CHECKING:
     from ..config import Config
 
 quarantine_app = typer.Typer(
+    no_args_is_help=True,
     help="Reports that failed validation, kept whole until a replay stores them.",
     epilog=example("quarantine list", "quarantine replay  # after fixing the configuration or the source"),
 )
@@ -34,7 +36,7 @@ def ingest_with_progress(config: Config) -> None:
         summary = ingest(config, warehouse, on_batch=lambda name, n: progress.advance(tasks[name], n))
     out.print(f"[bold]ingest[/]: {summary.line()}  (warehouse {config.warehouse.path})", highlight=False)
     for error in summary.errors:
-        err.print(f"[red]error[/] {escape(error)}", highlight=False)
+        err.print(f"[red]error[/]: {escape(error)}", highlight=False)
     if summary.errors:
         raise typer.Exit(1)
 
@@ -66,39 +68,45 @@ def signals(config: ConfigOption = None) -> None:
     score_with_progress(load_config(config))
 
 
+def _problem(entry: Mapping[str, Any]) -> str:
+    """The first problem of an entry, and how many more it has."""
+    problems = entry["problems"]
+    first = problems[0] if problems else {"path": "", "message": ""}
+    more = f" (+{len(problems) - 1})" if len(problems) > 1 else ""
+    return (f"{first['path']}: {first['message']}" if first["path"] else first["message"]) + more
+
+
+#: ``quarantine list``'s table; short of room, dialect, where and collector go, in that order.
+QUARANTINE_COLUMNS = (
+    Column("id", lambda e: e["id"], whole=True),
+    Column("collector", lambda e: e["collector"], drop=3),
+    Column("where", lambda e: f"{Path(e['source_uri'] or '').name} {e['position']}", drop=2),
+    Column("dialect", lambda e: e["dialect"] or "?", drop=1),
+    Column("status", lambda e: e["status"]),
+    Column("problem", _problem, wraps=True),
+)
+
+
 @quarantine_app.command("list")
 def quarantine_list(
     config: ConfigOption = None,
     all_: Annotated[bool, typer.Option("--all", help="Include entries already replayed.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per entry, with the raw text.")] = False,
+    format: FormatOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="--format json: one JSON line per entry, with the raw text.")] = False,
 ) -> None:
-    """Show quarantined reports and why they were rejected."""
+    """Show quarantined reports and why they were rejected. The table fits the width (80
+    columns when not a terminal); --format tsv, csv or json give every field, the raw text
+    included."""
     import orjson
-    from rich.table import Table
 
     from ..ingest import quarantine_entries
 
+    shape = chosen_format(format, as_json)
     cfg = load_config(config)
     with open_warehouse(cfg) as warehouse:
-        entries = quarantine_entries(warehouse, include_replayed=all_).to_dicts()
-    if as_json:
-        for e in entries:
-            e["problems"] = orjson.loads(e["problems"])
-            sys.stdout.write(orjson.dumps(e, default=str).decode() + "\n")
-        return
-    table = Table(title=f"{len(entries)} quarantined")
-    table.add_column("id", no_wrap=True)
-    for name in ("collector", "where", "dialect", "status"):
-        table.add_column(name)
-    table.add_column("problem", overflow="fold")
-    for e in entries:
-        problems = orjson.loads(e["problems"])
-        first = problems[0] if problems else {"path": "", "message": ""}
-        more = f" (+{len(problems) - 1})" if len(problems) > 1 else ""
-        where = f"{Path(e['source_uri'] or '').name} {e['position']}"
-        label = f"{first['path']}: {first['message']}" if first["path"] else first["message"]
-        table.add_row(*(escape(cell) for cell in (e["id"], e["collector"], where, e["dialect"] or "?", e["status"], label + more)))
-    out.print(table, soft_wrap=False)  # a table lays itself out in the width
+        frame = quarantine_entries(warehouse, include_replayed=all_)
+    rows = [{**e, "problems": orjson.loads(e["problems"])} for e in frame.iter_rows(named=True)]
+    emit(rows, frame.columns, QUARANTINE_COLUMNS, shape, title=f"{len(rows)} quarantined")
 
 
 @quarantine_app.command("replay")
@@ -114,7 +122,7 @@ def quarantine_replay(
         try:
             result = replay(cfg, warehouse, ids or None)
         except KeyError as exc:
-            raise UserError(exc.args[0]) from None
+            raise Refused(exc.args[0]) from None
     out.print(
         f"replayed {len(result.replayed)} · still invalid {len(result.still_invalid)} · "
         f"records stored {result.counts.new}",

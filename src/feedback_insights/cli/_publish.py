@@ -33,6 +33,6 @@ def publish(
         err.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
     out.print(f"[bold]publish[/]: {run.line()}", highlight=False)
     for error in run.errors:
-        err.print(f"[red]error[/] {escape(error)}", highlight=False)
+        err.print(f"[red]error[/]: {escape(error)}", highlight=False)
     if run.errors:
         raise typer.Exit(1)

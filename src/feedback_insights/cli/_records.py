@@ -11,6 +11,7 @@ from rich.markup import escape
 from ._app import (
     ByOption,
     ConfigOption,
+    Refused,
     UserError,
     actor,
     app,
@@ -23,6 +24,7 @@ from ._app import (
 )
 
 records_app = typer.Typer(
+    no_args_is_help=True,
     help="Stored records: canonical fields, current status, cluster.",
     epilog=example("records show fb_01M454FQ9D76WV3X9GE6K4TWZ5", "records show sample:fb_01M454FQ9D76WV3X9GE6K4TWZ5 --json"),
 )
@@ -44,8 +46,7 @@ def records_show(
     with open_warehouse(cfg) as warehouse:
         found = find_records(warehouse, record)
     if not found:
-        err.print(f"no such record: {escape(record)}", highlight=False)
-        raise typer.Exit(1)
+        raise Refused(f"no such record: {_shown(record)}")
     for item in found:
         if as_json:
             out.file.write(orjson.dumps(item, default=str).decode() + "\n")
@@ -96,7 +97,7 @@ def forget(
                                 "name one with --collector") from None
             if not target:
                 where = f" from collector {_shown(collector)}" if collector else ""
-                raise UserError(f"no such record{where}: {_shown(record)}" if record else "no records of that account")
+                raise Refused(f"no such record{where}: {_shown(record)}" if record else "no records of that account")
             run = forget_records(cfg, warehouse, target, actor(by), reason, tracker)
     finally:
         if tracker is not None:
@@ -108,7 +109,7 @@ def forget(
     for line in run.bodies.to_check:
         err.print(f"[yellow]check by hand[/] {escape(line)}", highlight=False)
     for line in run.bodies.errors + run.collector_errors:
-        err.print(f"[red]error[/] {escape(line)}", highlight=False)
+        err.print(f"[red]error[/]: {escape(line)}", highlight=False)
     if not publishing:
         err.print("filed issues are rewritten by the next publish run (no GitHub repository configured here)",
                   highlight=False)

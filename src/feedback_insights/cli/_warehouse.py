@@ -10,6 +10,7 @@ import typer
 from ._app import ConfigOption, app, example, load_config, out, warehouse_turn
 
 warehouse_app = typer.Typer(
+    no_args_is_help=True,
     help="The DuckDB warehouse as Parquet files, for shared storage or another machine.",
     epilog=example("warehouse export parquet/", "warehouse import parquet/ --config other.toml"),
 )
