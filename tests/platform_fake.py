@@ -333,3 +333,86 @@ def running_platform(fake: PlatformFake | None = None) -> Iterator[RunningPlatfo
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# -- the sample's in-session rows on the platform ------------------------------------------------
+
+SAMPLE_SESSION = Path(__file__).resolve().parents[1] / "data" / "sample" / "session.sqlite"
+#: Planted in one owner's rows (their words, the turn they quote, the dictation): it may be found
+#: only in the warehouse and the desk.
+PHRASE = "zephyr quokka lantern 7731"
+
+
+def token_of(user_id: str) -> str:
+    return f"pags-token-{user_id}-s3cr3t"
+
+
+def sample_fake(plant: bool = True) -> PlatformFake:
+    """The sample's ``agent_feedback`` rows on a fake, a read-and-write token per owner; with
+    ``plant``, :data:`PHRASE` in every row of the owner with the most rows."""
+    fake = PlatformFake()
+    fake.load_sqlite(SAMPLE_SESSION)
+    for user_id in fake.owners():
+        fake.add_token(token_of(user_id), user_id)
+    if plant:
+        for row in fake.rows.values():
+            if row["user_id"] == planted_owner(fake):
+                row["body"] = f"{row['body']} {PHRASE}"
+                row["target_text"] = f"{row['target_text'] or ''} {PHRASE}".strip()
+                row["prompt_text"] = f"{row['prompt_text'] or ''} {PHRASE}".strip()
+                row["context"] = {**(row["context"] or {}), "dictation": PHRASE}
+    return fake
+
+
+def planted_owner(fake: PlatformFake) -> str:
+    users = [row["user_id"] for row in fake.rows.values()]
+    return max(sorted(set(users)), key=users.count)
+
+
+def owner_env(fake: PlatformFake) -> dict[str, str]:
+    """Environment variable → token, one per owner (``PAGS_TOKEN_0`` …)."""
+    return {f"PAGS_TOKEN_{n}": token_of(user_id) for n, user_id in enumerate(fake.owners())}
+
+
+def platform_source(running: RunningPlatform, transport: str = "http", **settings: Any) -> dict[str, Any]:
+    """A ``[[sources]]`` table for the running fake, as the issue writes it."""
+    return {"name": "pags", "kind": "platform", "url": running.url if transport == "http" else running.mcp_url,
+            "transport": transport, "service": "pags-console",
+            "owners": [{"token_env": name} for name in owner_env(running.fake)], **settings}
+
+
+def clustered_platform(clustered: Path, embedder: Any) -> Path:
+    """The planted sample rows ingested from the fake over HTTP, scored, clustered and drafted,
+    once per test session beside the session's clustered sample (``clustered``); copy it."""
+    built = clustered.with_name("platform.duckdb")
+    if built.exists():
+        return built
+    import os
+
+    from feedback_insights.clusters import cluster_new_records
+    from feedback_insights.config import Config
+    from feedback_insights.drafts import draft_clusters
+    from feedback_insights.ingest import ingest
+    from feedback_insights.signals import score_new_records
+    from feedback_insights.warehouse import Warehouse
+
+    fake = sample_fake()
+    saved = {name: os.environ.get(name) for name in owner_env(fake)}
+    os.environ.update(owner_env(fake))
+    building = clustered.with_name("platform-building.duckdb")
+    try:
+        with running_platform(fake) as running, Warehouse(building) as warehouse:
+            config = Config.model_validate({"warehouse": {"path": str(building)}, "privacy": {"hmac_key": "k" * 32},
+                                            "sources": [platform_source(running)]})
+            assert ingest(config, warehouse).errors == []
+            score_new_records(warehouse)
+            cluster_new_records(warehouse, embedder)
+            draft_clusters(config, warehouse)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    building.replace(built)
+    return built
