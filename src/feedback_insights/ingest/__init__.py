@@ -18,7 +18,12 @@ from ._store import BatchCounts, cursors, quarantine_entries, start_run, store_b
 from .dialects import Origin
 from .sources import Batch, CollectorClient, CollectorError, Source, open_source
 
+#: What ingest writes: the reports, what failed validation, each run's counts, where each source
+#: stopped, and every status an in-session row has had.
+TABLES = frozenset({"records", "quarantine", "ingest_runs", "source_cursors", "record_status_history"})
+
 __all__ = [
+    "TABLES",
     "PENDING",
     "UNPARSED",
     "Batch",

@@ -10,7 +10,12 @@ from ._sinks import Sink, SinkResult
 from ._stage import PublishRun, publish, publish_configured
 from ._write_back import write_back
 
+#: What publishing did: rows written back to their source, known_issue entries delivered, and
+#: the demand-update comments posted on filed issues.
+TABLES = frozenset({"write_backs", "known_issue_deliveries", "update_comments"})
+
 __all__ = [
+    "TABLES",
     "AmbiguousRecord",
     "BodySync",
     "DuplicateRun",

@@ -18,7 +18,11 @@ from ._heuristics import (
 )
 from ._stage import score_new_records
 
+#: The heuristic signals of each stored report.
+TABLES = frozenset({"record_signals"})
+
 __all__ = [
+    "TABLES",
     "COMMENT_FIELDS",
     "DOMAIN_LEXICON",
     "NO_SIGNALS",

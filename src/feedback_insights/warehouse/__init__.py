@@ -13,4 +13,8 @@ from ._migrations import migrate
 from ._parquet import export_parquet, import_parquet
 from ._sql import registered, transaction
 
-__all__ = ["Erasure", "Ledger", "Warehouse", "WarehouseBusy", "current_holder", "erase_records", "exclusive", "open_when_free", "export_parquet", "import_parquet", "migrate", "registered", "transaction"]
+#: The warehouse's own bookkeeping: which migrations ran, and what erasure did (its audit and
+#: the ledger of keyed marks that keeps erased reports out).
+TABLES = frozenset({"schema_migrations", "erasures", "erasure_ledger"})
+
+__all__ = ["TABLES", "Erasure", "Ledger", "Warehouse", "WarehouseBusy", "current_holder", "erase_records", "exclusive", "open_when_free", "export_parquet", "import_parquet", "migrate", "registered", "transaction"]

@@ -1,8 +1,8 @@
 """Erasing records from every table that holds them, in one transaction, with an audit entry.
 
-What is erased: the records, their signals, status history and cluster memberships, the
-embeddings of their texts (unless another record shares the text), and the quarantine entries
-that became them or stand for them. What is marked for the stages to finish: the clusters they
+What is erased: the records, their signals, status history, write-backs and cluster
+memberships, the embeddings of their texts (unless another record shares the text), and the
+quarantine entries that became them or stand for them; a cluster's medoid that was one of them. What is marked for the stages to finish: the clusters they
 were in (``stale``: re-described by the next clustering run, so no label keeps a word of theirs)
 and the drafts that cite them (``stale``: redrafted, or their filed issue's body replaced).
 A record's retries (``duplicate_of`` it: the same report sent again) go with it. The audit
@@ -79,9 +79,16 @@ def _erase(con: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]], actor: s
                       "id": pa.array([i for _, i in keys], pa.string()),
                       "key": pa.array([f"{c}:{i}" for c, i in keys], pa.string())})
     with registered(con, "erased_keys", table):
+        # A cluster whose medoid is erased is re-described like one that lost a member, whichever
+        # view the medoid was chosen in; until then it has no medoid rather than an erased one.
         result.clusters = [row[0] for row in con.execute(
-            """SELECT DISTINCT cluster_id FROM cluster_members SEMI JOIN erased_keys USING (collector, id)
-               WHERE cluster_id IS NOT NULL ORDER BY 1""").fetchall()]
+            """SELECT cluster_id FROM cluster_members SEMI JOIN erased_keys USING (collector, id)
+               WHERE cluster_id IS NOT NULL
+               UNION
+               SELECT id FROM clusters c SEMI JOIN erased_keys k ON c.medoid_collector = k.collector AND c.medoid_id = k.id
+               ORDER BY 1""").fetchall()]
+        con.execute("""UPDATE clusters c SET medoid_collector = NULL, medoid_id = NULL FROM erased_keys k
+                       WHERE c.medoid_collector = k.collector AND c.medoid_id = k.id""")
         texts = [row[0] for row in con.execute(_UNSHARED_TEXTS).fetchall()]
         if texts:
             con.execute("DELETE FROM embeddings WHERE text_sha256 IN (SELECT unnest(?))", [texts])
@@ -90,7 +97,7 @@ def _erase(con: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]], actor: s
             # as its bare text.
             con.execute("""DELETE FROM problem_statements
                            WHERE embedded_sha256 IN (SELECT unnest($1)) OR text_sha256 IN (SELECT unnest($1))""", [texts])
-        for name in ("cluster_members", "record_signals", "record_status_history"):
+        for name in ("cluster_members", "record_signals", "record_status_history", "write_backs", "draft_quotes"):
             con.execute(f"DELETE FROM {name} t USING erased_keys k WHERE t.collector = k.collector AND t.id = k.id")
         entries = [row[0] for row in con.execute(_QUARANTINE, {"entries": quarantine}).fetchall()]
         result.quarantined = len(entries)
