@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from feedback_insights.config import SAMPLE_HMAC_KEY
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import render_help, run_cli, write_jsonl
@@ -92,7 +93,7 @@ def test_run_on_a_config_and_quarantine_replay_after_a_fix(tmp_path: Path) -> No
     # A fresh shell's environment (no Prefect settings of this session's); --verbose shows
     # Prefect's INFO logs, which a quiet run hides (test_cli_quiet).
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")},
-           "FEEDBACK_INSIGHTS_HMAC_KEY": "a-long-random-test-key"}
+           "FEEDBACK_INSIGHTS_HMAC_KEY": "a-long-random-test-key-of-40-characters"}
     result = run_cli("--verbose", "run", "--config", str(config), env=env)
     assert result.returncode == 0, result.stderr
     assert "new 1" in result.stdout and "quarantined 1" in result.stdout
@@ -145,7 +146,7 @@ def test_the_warehouse_round_trips_through_parquet(tmp_path: Path) -> None:
     again = run_cli("warehouse", "export", "parquet", cwd=tmp_path)
     assert again.returncode == 2 and "is not empty" in again.stderr
     (tmp_path / "copy").mkdir()
-    (tmp_path / "copy" / "feedback-insights.toml").write_text('[warehouse]\npath = "w.duckdb"\n[privacy]\nhmac_key = "k"\n')
+    (tmp_path / "copy" / "feedback-insights.toml").write_text(f'[warehouse]\npath = "w.duckdb"\n[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n')
     imported = run_cli("warehouse", "import", str(tmp_path / "parquet"), cwd=tmp_path / "copy")
     assert imported.returncode == 0, imported.stderr
     with Warehouse(tmp_path / "feedback.duckdb") as a, Warehouse(tmp_path / "copy" / "w.duckdb") as b:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from rich.cells import cell_len
 
 from feedback_insights.cli import app
 from feedback_insights.config import SAMPLE_HMAC_KEY
@@ -25,6 +26,7 @@ from feedback_insights.drafts import edit_form, neutralise
 
 from .conftest import render_help, run_cli
 from .github_fake import running_github
+from .test_cli_output import _table
 
 STAGES = ("ingest", "signals", "clusters", "goal themes", "drafts", "publish", "digest", "warehouse")
 
@@ -91,6 +93,7 @@ def test_help_shows_brackets_plain_flags_and_an_example_for_every_group() -> Non
         shown = render_help(*words)
         assert shown.exit_code == 0, (words, shown.output)
         assert "<bool>" not in shown.stdout, words
+        assert "``" not in shown.stdout, words  # reStructuredText of a docstring, not help
         for name in _bracketed(command):
             assert name in shown.stdout, (words, name)
             mentioned.add(name)
@@ -188,6 +191,54 @@ def test_drafts_list_in_a_pipe_keeps_every_id_whole(
     config = _config(tmp_path, warehouse)
     listed = run_cli("drafts", "list", "--config", str(config))
     assert listed.returncode == 0, listed.stderr
-    rows = [line for line in listed.stdout.splitlines() if line.startswith("│ ")]
-    ids = sorted(int(row.split("│")[1]) for row in rows if row.split("│")[1].strip())  # a row's first line
-    assert ids == sorted(int(str(d["id"])) for d in _draft_ids(config))
+    drafts = _draft_ids(config)
+    assert max(cell_len(line) for line in listed.stdout.splitlines()) <= 80  # a pipe's width, not a terminal's
+    _, rows = _table(listed.stdout, len(drafts))
+    assert [int(lines[0].split()[0]) for lines in rows] == [d["id"] for d in drafts]  # a row's first line
+
+
+#: Where the README's examples say they were run: the quick start's folder, as they print it.
+README_FOLDER = "/srv/feedback"
+
+
+def _readme_examples() -> list[tuple[str, list[str]]]:
+    """The README's ```console blocks: each ``$ feedback-insights …`` line and the lines the
+    README shows it printing (stdout, then stderr, as a terminal shows them); a command that
+    ends with ``; echo "exit $?"`` shows its exit status last."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    examples: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"^```console\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                assert line.startswith("$ feedback-insights "), line  # the only command the blocks show
+                examples.append((line.removeprefix("$ feedback-insights "), []))
+            else:
+                examples[-1][1].append(line.rstrip())
+    return examples
+
+
+def test_the_readme_s_examples_print_what_the_readme_shows(
+    sample_run: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick start's ``run`` (this module's run, in a fresh folder), then every other
+    example in a copy of its folder, in this process: what each prints is what the README
+    shows, paths under the quick start's folder written as :data:`README_FOLDER`."""
+    import shlex
+
+    from .test_cli_output import invoke
+
+    done, folder = sample_run
+    examples = _readme_examples()
+    assert [command for command, _ in examples][:1] == ["run"] and len(examples) >= 4, examples
+    assert done.stdout.replace(str(folder), README_FOLDER).splitlines() == examples[0][1]
+    shutil.copyfile(folder / "feedback.duckdb", tmp_path / "feedback.duckdb")
+    monkeypatch.chdir(tmp_path)  # the embedded default, on the warehouse the quick start left
+    for command, shown in examples[1:]:
+        status_shown = command.endswith('; echo "exit $?"')
+        status, stdout, stderr = invoke(*shlex.split(command.removesuffix('; echo "exit $?"')))
+        printed = [line.rstrip() for line in (stdout + stderr).replace(str(tmp_path), README_FOLDER).splitlines()]
+        if status_shown:
+            printed.append(f"exit {status}")
+        else:
+            assert status == 0, (command, stderr)
+        assert printed == shown, command

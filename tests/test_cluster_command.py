@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
@@ -11,10 +10,11 @@ import pytest
 
 from feedback_insights.cli._clusters import LISTED
 from feedback_insights.clusters import cluster_inputs, read_inputs
-from feedback_insights.config import ClusteringConfig
+from feedback_insights.config import SAMPLE_HMAC_KEY, ClusteringConfig
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import drafted_copy, run_cli, write_jsonl
+from .test_cli_output import _table, invoke
 
 GLOB = [
     "search_files ignores the glob parameter and returns every file in the repo",
@@ -68,16 +68,16 @@ def test_bad_lines_are_named_with_their_line_and_field(tmp_path: Path) -> None:
     }
     for body, message in cases.items():
         (tmp_path / "in.jsonl").write_bytes(body)
-        done = run_cli("cluster", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl"))
-        assert done.returncode == 2, body
-        assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        status, _, stderr = invoke("cluster", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl"))
+        assert status == 1, body  # the file is refused: exit 1, one line
+        assert stderr.startswith("error: ") and message in stderr and stderr.count("\n") == 1, stderr
         assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_an_unknown_view_is_named(tmp_path: Path) -> None:
-    done = run_cli("clusters", "list", "--view", "topics", cwd=tmp_path)
-    assert done.returncode == 2
-    assert "--view must be one of: reports, goals (got 'topics')" in done.stderr
+    status, _, stderr = invoke("clusters", "list", "--view", "topics")
+    assert status == 2
+    assert "--view must be one of: reports, goals (got 'topics')" in stderr
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +98,10 @@ def drafted(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def _ids(folder: Path, *options: str) -> list[int]:
-    done = run_cli("clusters", "list", "--json", "-n", "0", *options, cwd=folder)
-    assert done.returncode == 0, done.stderr
-    return [orjson.loads(line)["cluster_id"] for line in done.stdout.splitlines()]
+    status, stdout, stderr = invoke("clusters", "list", "--json", "-n", "0", *options, "--config",
+                                    str(folder / "feedback-insights.toml"))
+    assert status == 0, stderr
+    return [orjson.loads(line)["cluster_id"] for line in stdout.splitlines()]
 
 
 def _cluster(folder: Path, status: str | None = None, review: bool | None = None) -> int:
@@ -115,14 +116,14 @@ def test_clusters_list_leaves_ignored_clusters_out_unless_asked(drafted: Path) -
     assert ignored not in default and ignored in every and only == [ignored]
     assert set(every) == set(default) | {ignored}
     assert ignored not in _ids(drafted, "--status", "open")
-    bad = run_cli("clusters", "list", "--status", "merged", cwd=drafted)
-    assert bad.returncode == 2
-    assert bad.stderr == "error: --status must be one of: open, ignored, fixed, wont_fix (got 'merged')\n"
+    status, _, stderr = invoke("clusters", "list", "--status", "merged", "--config", str(drafted / "feedback-insights.toml"))
+    assert status == 2
+    assert stderr == "error: --status must be one of: open, ignored, fixed, wont_fix (got 'merged')\n"
 
 
 def test_clusters_list_json_gives_every_field_in_a_stable_order(drafted: Path) -> None:
-    done = run_cli("clusters", "list", "--json", "-n", "0", cwd=drafted)
-    rows = [orjson.loads(line) for line in done.stdout.splitlines()]
+    _, stdout, _ = invoke("clusters", "list", "--json", "-n", "0", "--config", str(drafted / "feedback-insights.toml"))
+    rows = [orjson.loads(line) for line in stdout.splitlines()]
     assert rows and all(list(row) == list(LISTED) for row in rows)
     with Warehouse(drafted / "feedback.duckdb") as wh:
         drafts = {c: (i, s, t) for c, i, s, t in wh.con.execute("SELECT cluster_id, id, status, title FROM drafts").fetchall()}
@@ -137,14 +138,60 @@ def test_clusters_list_json_gives_every_field_in_a_stable_order(drafted: Path) -
 
 
 def test_a_cluster_that_needs_review_is_flagged_in_the_list_and_show(drafted: Path) -> None:
-    review = _cluster(drafted, review=True)
-    listed = run_cli("clusters", "list", "-n", "0", cwd=drafted, env={**os.environ, "COLUMNS": "200"})
-    line = next(line for line in listed.stdout.splitlines() if line.startswith(f"│ {review} "))
-    assert "review" in line and "this week: 20" in listed.stdout
-    shown = run_cli("clusters", "show", str(review), cwd=drafted, env={**os.environ, "COLUMNS": "200"})
-    assert shown.returncode == 0, shown.stderr
-    assert "  confidence: 0.25 " in shown.stdout
-    assert f"  needs review: not drafted automatically (drafts create {review} drafts it)\n" in shown.stdout
-    assert "  draft: " in shown.stdout and "(this week: 20" in shown.stdout
-    other = run_cli("clusters", "show", str(_cluster(drafted, status="ignored")), cwd=drafted)
-    assert "needs review" not in other.stdout and "(ignored)" in other.stdout
+    review, config = _cluster(drafted, review=True), str(drafted / "feedback-insights.toml")
+    status, listed, _ = invoke("clusters", "list", "-n", "0", "--config", config)
+    _, rows = _table(listed, len(_ids(drafted)))
+    [block] = [lines for lines in rows if lines[0].split()[0] == str(review)]
+    assert "(review)" in " ".join(" ".join(block).split()) and "this week: 20" in listed
+    assert sum("(review)" in " ".join(" ".join(lines).split()) for lines in rows) == 1
+    status, shown, stderr = invoke("clusters", "show", str(review), "--config", config)
+    assert status == 0, stderr
+    assert "  confidence: 0.25 " in shown
+    assert f"  needs review: not drafted automatically (drafts create {review} drafts it)\n" in shown
+    assert "  draft: " in shown and "(this week: 20" in shown
+    status, other, _ = invoke("clusters", "show", str(_cluster(drafted, status="ignored")), "--config", config)
+    assert "needs review" not in other and "(ignored)" in other
+
+
+def test_a_merge_is_taken_back_with_clusters_undo_and_unmerge(clustered_sample: Path, tmp_path: Path) -> None:
+    """`clusters unmerge 6` answered "cluster 6 was not merged by an LLM" for a maintainer's
+    merge, and nothing else could take one back."""
+    path = drafted_copy(clustered_sample, tmp_path)
+    config = tmp_path / "feedback-insights.toml"
+    config.write_text(f'[warehouse]\npath = "{path}"\n[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n')
+    rows = [row for row in _json_rows(config) if row["polarity"] == "problem"]
+    into, other = next((a["cluster_id"], b["cluster_id"]) for a in rows for b in rows
+                       if a["service"] == b["service"] and a["cluster_id"] < b["cluster_id"])
+
+    def cli(*words: str) -> tuple[int, str, str]:
+        return invoke(*words, "--config", str(config), env={"FEEDBACK_INSIGHTS_USER": "dana"})
+
+    status, merged, _ = cli("clusters", "merge", str(into), str(other), "--reason", "same bug")
+    assert status == 0 and merged.splitlines()[0] == f"merged cluster {other} into {into}"
+    (hint,) = [line for line in merged.splitlines() if line.startswith("undo it: ")]
+    action = hint.removeprefix("undo it: feedback-insights clusters undo ")
+    status, history, _ = cli("clusters", "history", str(other), "--format", "json")
+    [entry] = [orjson.loads(line) for line in history.splitlines()]
+    assert (entry["id"], entry["action"], entry["can_undo"]) == (int(action), "merge", True)
+    assert entry["sentence"].startswith(f"dana merged cluster {other} into cluster {into}")
+    assert cli("clusters", "show", str(other))[0] == 1  # merged away
+
+    status, undone, stderr = cli("clusters", "undo", action)
+    assert status == 0, stderr
+    assert undone.splitlines()[:2] == [f"undid correction #{action}", f"cluster {other} is back"]
+    assert cli("clusters", "show", str(other))[0] == 0 and other in [r["cluster_id"] for r in _json_rows(config)]
+    status, _, stderr = cli("clusters", "undo", action)
+    assert (status, stderr) == (1, f"error: correction #{action} was already undone (by #{int(action) + 1})\n")
+
+    # unmerge takes back a maintainer's merge too, and says so when there is none to take back.
+    cli("clusters", "merge", str(into), str(other))
+    status, unmerged, _ = cli("clusters", "unmerge", str(other))
+    assert status == 0 and unmerged.splitlines()[:2] == [f"took back the merge of cluster {other}", f"cluster {other} is back"]
+    status, _, stderr = cli("clusters", "unmerge", str(other))
+    assert (status, stderr) == (1, f"error: cluster {other} was not merged into another cluster: nothing to unmerge\n")
+
+
+def _json_rows(config: Path) -> list[dict]:
+    status, stdout, stderr = invoke("clusters", "list", "--json", "-n", "0", "--config", str(config))
+    assert status == 0, stderr
+    return [orjson.loads(line) for line in stdout.splitlines()]

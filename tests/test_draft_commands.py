@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from feedback_insights.clusters import demand
-from feedback_insights.config import embedded_default
+from feedback_insights.config import SAMPLE_HMAC_KEY, embedded_default
 from feedback_insights.warehouse import Warehouse
 
 from .conftest import drafted_copy, run_cli, sample_copy, write_jsonl
@@ -30,7 +30,7 @@ def workspace(clustered_sample: Path, tmp_path: Path) -> Path:
     """A folder with a drafted copy of the sample and a configuration that points at it."""
     drafted_copy(clustered_sample, tmp_path)
     (tmp_path / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "cli-test-key"\n'
+        f'[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n'
         '[github]\nbase_url = "http://127.0.0.1:9"\ntoken_env = "FI_CLI_GITHUB_TOKEN"\ndefault_repo = "acme/api"\n'
         "timeout = 2\nretries = 1\nbackoff = 0\nseconds_between_writes = 0\n"
     )
@@ -68,7 +68,7 @@ def test_review_from_the_command_line(workspace: Path) -> None:
     assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
     assert run_cli("drafts", "reject", two, "--reason", "not ours", cwd=workspace, env=_env()).returncode == 0
     again = run_cli("drafts", "approve", one, cwd=workspace, env=_env())
-    assert again.returncode == 2 and again.stderr.strip() == f"error: draft {one} is approved: only a pending or rejected draft can be approved"
+    assert again.returncode == 1 and again.stderr.strip() == f"error: draft {one} is approved: only a pending or rejected draft can be approved"
     assert "approved" in run_cli("drafts", "list", "--status", "approved", cwd=workspace, env=_env()).stdout
 
 
@@ -123,7 +123,7 @@ def test_draft_preview_names_the_bad_line(tmp_path: Path) -> None:
     records[1]["feedback"]["outcome"] = "exploded"
     write_jsonl(tmp_path / "records.jsonl", records)
     done = run_cli("draft-preview", "--input", str(tmp_path / "records.jsonl"), cwd=tmp_path)
-    assert done.returncode == 2 and "line 2" in done.stderr and "feedback.outcome" in done.stderr
+    assert done.returncode == 1 and "line 2" in done.stderr and "feedback.outcome" in done.stderr
     assert done.stderr.count("\n") == 1
 
 
@@ -180,7 +180,7 @@ def test_drafts_create_drafts_a_cluster_that_needs_review(clustered_sample: Path
                WHERE d.cluster_id = ? AND a.action = 'drafted'""", [cluster]).fetchall()
     assert actor == "maria" and f"as draft {draft_id}" in done.stdout
     again = run_cli("drafts", "create", str(cluster), cwd=tmp_path, env=_env())
-    assert again.returncode == 2 and again.stderr.startswith(f"error: cluster {cluster} already has draft {draft_id}")
+    assert again.returncode == 1 and again.stderr.startswith(f"error: cluster {cluster} already has draft {draft_id}")
     listed = run_cli("drafts", "list", "--json", cwd=tmp_path, env=_env())
     mine = [orjson.loads(line) for line in listed.stdout.splitlines() if orjson.loads(line)["id"] == draft_id]
     assert mine[0]["needs_review"] is True and mine[0]["confidence"] == 0.2

@@ -10,7 +10,9 @@ import pyarrow.parquet as pq
 from feedback_insights.clusters import record_text
 
 from .conftest import run_cli, write_jsonl
+from .test_cli_output import invoke
 from .test_cluster_command import GLOB, WEBHOOK
+from .test_dialects import AFS_SNAKE
 
 
 def test_every_input_gets_a_row_with_the_pipeline_s_vector(tmp_path: Path, embedder) -> None:
@@ -43,5 +45,17 @@ def test_canonical_records_embed_the_pipeline_s_text_and_bad_input_is_one_line(t
     assert np.allclose(vector, embedder.encode([record_text(record)])[0], atol=1e-5)
     (tmp_path / "bad.jsonl").write_bytes(b'{"id": "x", "text": 42}\n')
     bad = run_cli("embed", "-i", str(tmp_path / "bad.jsonl"), "-o", str(tmp_path / "bad.parquet"))
-    assert bad.returncode == 2 and "bad.jsonl:1: text: expected a string, got int" in bad.stderr
+    assert bad.returncode == 1 and "bad.jsonl:1: text: expected a string, got int" in bad.stderr
     assert bad.stderr.count("\n") == 1 and not (tmp_path / "bad.parquet").exists()
+
+
+def test_a_file_with_no_text_to_embed_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The sample's afs.jsonl as it is (a wire dialect, not normalised) made a file of nulls
+    and said "0 vectors", exit 0."""
+    write_jsonl(tmp_path / "afs.jsonl", [{"id": f"a{i}", "service": "svc", "feedback": AFS_SNAKE} for i in range(3)])
+    for command in ("embed", "cluster"):
+        status, stdout, stderr = invoke(command, "-i", str(tmp_path / "afs.jsonl"), "-o", str(tmp_path / "out"))
+        assert status == 1 and stdout == "", (command, stderr)
+        assert stderr.startswith(f"error: {tmp_path / 'afs.jsonl'}: none of its 3 inputs has text to embed")
+        assert "feedback-insights normalise" in stderr and stderr.count("\n") == 1
+        assert not (tmp_path / "out").exists()

@@ -348,9 +348,10 @@ def _no_live_reports(service: str | None, dismissed: int) -> dict[str, object]:
 
 
 def _correct(action: Callable[[Config, Warehouse, ChatClient | None], Correction], config: Path | None,
-             headline: Callable[[Correction], str]) -> None:
+             headline: Callable[[Correction], str], undoable: bool = False) -> None:
     """Run a correction and what follows for the drafts (LLM-assisted when ``[llm]`` is
-    configured, as the drafting stage is), then print what it did to the drafts."""
+    configured, as the drafting stage is), then print what it did to the drafts, and (when
+    ``undoable``: a merge, split or move) how to take it back."""
     from ..clusters import CorrectionError
     from ..drafts import ChatClient
 
@@ -364,6 +365,8 @@ def _correct(action: Callable[[Config, Warehouse, ChatClient | None], Correction
     out.print(headline(done), highlight=False)
     for line in done.lines():
         out.print(escape(line), highlight=False)
+    if undoable and done.action is not None:
+        out.print(f"undo it: feedback-insights clusters undo {done.action}", highlight=False)
 
 
 @clusters_app.command("merge")
@@ -378,7 +381,7 @@ def clusters_merge(
     from ..drafts import merge_clusters
 
     _correct(lambda c, w, llm: merge_clusters(c, w, into, other, actor(by), reason, llm), config,
-             lambda _: f"merged cluster {other} into {into}")
+             lambda _: f"merged cluster {other} into {into}", undoable=True)
 
 
 @clusters_app.command("split")
@@ -391,7 +394,8 @@ def clusters_split(
     from ..drafts import split_cluster
 
     _correct(lambda c, w, llm: split_cluster(c, w, cluster_id, records, actor(by), reason, llm), config,
-             lambda done: f"moved {len(records)} records from cluster {cluster_id} into new cluster {done.new_cluster}")
+             lambda done: f"moved {len(records)} records from cluster {cluster_id} into new cluster {done.new_cluster}",
+             undoable=True)
 
 
 @clusters_app.command("move")
@@ -405,20 +409,75 @@ def clusters_move(
     from ..drafts import move_records
 
     _correct(lambda c, w, llm: move_records(c, w, records, to, actor(by), reason, llm), config,
-             lambda _: f"moved {len(records)} records into cluster {to}")
+             lambda _: f"moved {len(records)} records into cluster {to}", undoable=True)
 
 
 @clusters_app.command("unmerge")
 def clusters_unmerge(
-    cluster_id: Annotated[int, typer.Argument(help="The cluster an LLM merged away (cluster_judgements).")],
+    cluster_id: Annotated[int, typer.Argument(help="The cluster merged away (clusters show names where it went).")],
     by: ByOption = None, config: ConfigOption = None,
 ) -> None:
-    """Take back an LLM's merge: the absorbed reports become a cluster again, never put to the
-    model again; the survivor's pending draft is re-rendered."""
+    """Take back the newest merge that absorbed cluster ID, a maintainer's or the LLM's (as
+    clusters undo does): the cluster is back with its id, name and reports, its superseded
+    draft pending again, and the survivor's pending draft re-rendered. An LLM's merge is never
+    put to the model again."""
     from ..drafts import unmerge_cluster
 
-    _correct(lambda c, w, llm: unmerge_cluster(c, w, cluster_id, actor(by), llm), config,
-             lambda done: f"cluster {cluster_id}'s reports are cluster {done.new_cluster} again")
+    def headline(done: Correction) -> str:
+        if done.new_cluster is not None:  # an LLM's merge recorded before merges kept their reports
+            return f"cluster {cluster_id}'s reports are cluster {done.new_cluster} again"
+        return f"took back the merge of cluster {cluster_id}"
+
+    _correct(lambda c, w, llm: unmerge_cluster(c, w, cluster_id, actor(by), llm), config, headline)
+
+
+@clusters_app.command("undo")
+def clusters_undo(
+    action: Annotated[int, typer.Argument(help="The correction (#id in clusters history).")],
+    by: ByOption = None, reason: ReasonOption = None, config: ConfigOption = None,
+) -> None:
+    """Take back a merge, split, move or rename (a maintainer's or the LLM's): a merged cluster
+    is back with its id, name, reports and draft; a split-off cluster is merged back; moved
+    reports go back where they were; the drafts that follow are re-rendered. clusters history
+    lists the corrections and which can be undone."""
+    from ..drafts import undo_correction
+
+    _correct(lambda c, w, llm: undo_correction(c, w, action, actor(by), reason, llm), config,
+             lambda _: f"undid correction #{action}")
+
+
+#: ``clusters history``'s table; short of room, when and can undo go, in that order.
+HISTORY_COLUMNS = (
+    Column("#", lambda a: a["id"], number=True),
+    Column("when", lambda a: f"{a['acted_at']:%Y-%m-%d %H:%M}", whole=True, drop=2),
+    Column("what", lambda a: a["sentence"], wraps=True),
+    Column("undo", lambda a: "yes" if a["can_undo"] else "no", drop=1),
+)
+#: What ``clusters history --format json|tsv|csv`` gives of each correction, in this order.
+HISTORY = ("id", "action", "cluster_id", "other_id", "records", "reason", "actor", "acted_at", "undoes", "undone_by",
+           "can_undo", "sentence")
+
+
+@clusters_app.command("history")
+def clusters_history(
+    cluster_id: Annotated[int | None, typer.Argument(help="Only the corrections of this cluster (either side).")] = None,
+    format: FormatOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Maintainers' and the LLM's corrections (merge, split, move, rename, ignore, undo), newest
+    first, each as a sentence with its #id and whether clusters undo can take it back."""
+    from ..clusters import history
+
+    shape = chosen_format(format, False)
+    cfg = load_config(config)
+    with open_warehouse(cfg) as warehouse:
+        actions = history(warehouse, cluster_id)
+    rows = [{name: getattr(a, name) for name in HISTORY[:-2]} | {"can_undo": a.can_undo, "sentence": a.sentence()}
+            for a in reversed(actions)]
+    if shape == "table" and not rows:
+        out.print("no corrections yet" + (f" of cluster {cluster_id}" if cluster_id is not None else ""))
+        return
+    emit(rows, HISTORY, HISTORY_COLUMNS, shape, caption="clusters undo # takes back one marked yes")
 
 
 @clusters_app.command("ignore")
