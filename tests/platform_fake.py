@@ -340,7 +340,7 @@ def running_platform(fake: PlatformFake | None = None) -> Iterator[RunningPlatfo
 SAMPLE_SESSION = Path(__file__).resolve().parents[1] / "data" / "sample" / "session.sqlite"
 #: Planted in one owner's rows (their words, the turn they quote, the dictation): it may be found
 #: only in the warehouse and the desk.
-PHRASE = "zephyr quokka lantern 7731"
+PHRASE = "zephyr quokka vermilion lantern"
 
 
 def token_of(user_id: str) -> str:
