@@ -15,6 +15,7 @@ from ..core import now_utc
 from ..warehouse import Ledger, Warehouse, registered, transaction
 from ._normalise import Processed
 from ._staging import StagedBatch
+from .sources import PRIVATE_KEY
 
 # Decisions are made on a narrow projection (row number, identity, retry key) and joined back
 # to the wide staged rows by row number: sorting whole records is what makes this slow.
@@ -133,7 +134,10 @@ def finish_run(warehouse: Warehouse, run_id: int, counts: BatchCounts, error: st
 
 
 def cursors(warehouse: Warehouse, collector: str) -> dict[str, str]:
-    rows = warehouse.con.execute("SELECT key, value FROM source_cursors WHERE collector = ?", [collector]).fetchall()
+    """Where ``collector``'s source stands: its own cursor keys (the privacy it declared is
+    stored beside them, and is no position of the source's)."""
+    rows = warehouse.con.execute("SELECT key, value FROM source_cursors WHERE collector = ? AND key <> ?",
+                                 [collector, PRIVATE_KEY]).fetchall()
     return dict(rows)
 
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from ...core import GaveUp, with_retries
-from .platform import NotFound, PlatformError, Refused
+from ._platform_api import NotFound, PlatformError, Refused
 
 
 class HttpFeedbackApi:

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ...core import retry_after
-from .platform import NotFound, PlatformError, Refused
+from ._platform_api import NotFound, PlatformError, Refused
 
 #: Seconds a tool's ``retry_after`` is honoured up to, as the HTTP client caps Retry-After.
 CAP = 60.0

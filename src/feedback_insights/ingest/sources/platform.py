@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import orjson
 from pydantic import Field
@@ -43,7 +43,10 @@ from ...config import DEFAULT_BATCH_SIZE, SourceConfig, Strict
 from ...config import secret as env_secret
 from .._raw import RawItem
 from ._batch import Batch
-from ._client import CollectorError
+from ._platform_api import FeedbackApi, NotFound, PlatformError, Refused
+
+__all__ = ["FeedbackApi", "NotFound", "PlatformConfig", "PlatformError", "PlatformOwner", "PlatformSource", "Refused",
+           "open_api", "owner_of", "owner_uri"]
 
 #: The statuses a row can have (the seed's ``agent_feedback.status``), each listed on its own.
 STATUSES = ("open", "triaged", "filed", "dismissed")
@@ -78,29 +81,6 @@ class PlatformConfig(SourceConfig):
     def check_secrets(self) -> None:
         for owner in self.owners:
             self.token(owner)
-
-
-class PlatformError(CollectorError):
-    """The platform refused an owner or could not be reached; the text names the owner's
-    variable, never the token."""
-
-
-class Refused(PlatformError):
-    """401 or 403: this owner's token may not do it."""
-
-
-class NotFound(PlatformError):
-    """404: no such instance or row for this owner."""
-
-
-class FeedbackApi(Protocol):
-    """What the source and write-back need of the platform, over HTTP or MCP, for one owner."""
-
-    def list(self, status: str | None, instance_id: str | None, limit: int) -> list[dict[str, Any]]: ...
-
-    def resolve(self, feedback_id: str, status: str, issue_url: str | None) -> dict[str, Any]: ...
-
-    def close(self) -> None: ...
 
 
 def open_api(config: PlatformConfig, owner: PlatformOwner) -> FeedbackApi:
