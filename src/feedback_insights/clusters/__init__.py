@@ -68,7 +68,12 @@ from ._stage import VIEWS, ClusterRun, cluster_new_records, describe, describe_s
 from ._unclustered import unclustered, unclustered_services
 from ._versions import LATEST, VERSIONS, ClusteringVersion, UnknownVersion, in_force
 
+#: What clustering writes: vectors by text hash, the clusters and who is in them, maintainers'
+#: corrections, and what an LLM said of them when one is configured (its calls as hashes only).
+TABLES = frozenset({"embeddings", "clusters", "cluster_members", "cluster_actions", "cluster_names", "cluster_judgements", "cluster_llm_calls", "problem_statements"})
+
 __all__ = [
+    "TABLES",
     "undoable",
     "undo",
     "rename",

@@ -10,7 +10,11 @@ from ._email import email_digest, message, send
 from ._render import FORMATS, WEBHOOK_FORMATS, many, post, render, render_email, webhook_text, write
 from ._write import Sent, Written, chosen_week, rewrite_digests, send_digest, write_digest
 
+#: Each digest sent, per week, channel and recipient: sent once.
+TABLES = frozenset({"digest_sends"})
+
 __all__ = [
+    "TABLES",
     "FORMATS",
     "SPARK_WEEKS",
     "TOP",

@@ -63,7 +63,12 @@ from ._stage import (
     redraft_erased,
 )
 
+#: The drafts, each one's history, the reports a maintainer quoted into one, and the drafting
+#: LLM's calls (hashes only).
+TABLES = frozenset({"drafts", "draft_actions", "draft_quotes", "llm_calls"})
+
 __all__ = [
+    "TABLES",
     "DRAFT_STATUSES",
     "EVIDENCE_FIELDS",
     "MAX_BODY",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from ..core import now_utc
@@ -43,6 +44,13 @@ SELECT DISTINCT m.text_sha256 FROM cluster_members m SEMI JOIN erased_keys k USI
 WHERE m.text_sha256 IS NOT NULL AND m.text_sha256 NOT IN (
     SELECT text_sha256 FROM cluster_members m2 ANTI JOIN erased_keys k2 USING (collector, id)
     WHERE text_sha256 IS NOT NULL)
+"""
+
+
+_ACTION_RECORDS = """
+UPDATE cluster_actions a SET records = to_json(list_filter(CAST(a.records AS VARCHAR[]), lambda r: NOT list_contains(k.keys, r)))
+FROM (SELECT list(key) AS keys FROM erased_keys) k
+WHERE a.records IS NOT NULL AND list_has_any(CAST(a.records AS VARCHAR[]), k.keys)
 """
 
 
@@ -128,6 +136,11 @@ def _erase(con: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]], actor: s
         result.drafts = sorted({*result.drafts, *(row[0] for row in citing)})
         con.execute("""UPDATE update_comments u SET quoted_collector = NULL, quoted_id = NULL FROM erased_keys k
                        WHERE u.quoted_collector = k.collector AND u.quoted_id = k.id""")
+        # A correction's record lists lose the erased ids (an undo then moves the others), and
+        # the names it kept for an undo to restore go where the clusters' own names went.
+        con.execute(_ACTION_RECORDS)
+        if result.clusters:
+            _forget_saved_names(con, result.clusters)
         now = now_utc()
         [(erasure_id,)] = con.execute(
             "INSERT INTO erasures (erased_at, actor, reason, records, quarantined, clusters, drafts) "
@@ -137,3 +150,14 @@ def _erase(con: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]], actor: s
         marks = ledger.record_marks((c, i, *known.get((c, i), (None, None))) for c, i in keys)
         marks += [(QUARANTINE, ledger.mark(QUARANTINE, entry)) for entry in entries]
         ledger.remember(con, marks, erasure_id, now)
+
+
+def _forget_saved_names(con: duckdb.DuckDBPyConnection, clusters: list[int]) -> None:
+    """The names corrections saved for an undo, of the clusters an erasure touched, become null
+    (an undo then names the cluster by the naming rule): a label is one report's words."""
+    saved = con.execute(
+        """SELECT id, before FROM cluster_actions WHERE json_exists(before, '$.label')
+           AND (cluster_id IN (SELECT unnest($c)) OR other_id IN (SELECT unnest($c)))""", {"c": clusters}).fetchall()
+    blanked = [[orjson.dumps({**orjson.loads(before), "label": None}).decode(), action_id] for action_id, before in saved]
+    if blanked:
+        con.executemany("UPDATE cluster_actions SET before = ? WHERE id = ?", blanked)
