@@ -24,7 +24,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from feedback_insights.config import Config, DeskConfig, embedded_default
+from feedback_insights.config import SAMPLE_HMAC_KEY, Config, DeskConfig, embedded_default
 from feedback_insights.desk import MAX_SESSIONS, DeskRefused, Sessions, create_app, serve, server_config
 from feedback_insights.drafts import (
     ReviewError,
@@ -77,6 +77,12 @@ def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', html)
     assert found, "the page has no form with a CSRF token"
     return found.group(1)
+
+
+def flash_of(html: str) -> str:
+    """The page's notes of the last action, as read (their links' text, not their tags)."""
+    found = re.search(r'<div class="flash" role="status">(.*?)</div>', html, re.S)
+    return re.sub(r"<[^>]+>", "", found.group(1)) if found else ""
 
 
 def alert_of(html: str) -> str:
@@ -150,7 +156,7 @@ def test_drafts_queue_filters_and_puts_pending_first(client: TestClient) -> None
     filed = re.findall(r'class="status s-(\w+)"', client.get("/drafts?status=filed").text)
     assert filed and set(filed) == {"filed"}
     service = client.get("/drafts?service=orbit-mcp").text
-    rows = re.findall(r"<td>(orbit-mcp|acme-companies-api|pags-console|—)</td>", service)
+    rows = re.findall(r'<td data-label="Service">(orbit-mcp|acme-companies-api|pags-console|—)</td>', service)
     assert rows and set(rows) == {"orbit-mcp"}
 
 
@@ -197,7 +203,7 @@ def test_bad_values_are_400_pages_naming_the_field(client: TestClient, warehouse
     one = pending(warehouse)[0]
     page = f"/drafts/{one}"
     cases = [
-        (f"{page}/reject", {"reason": "   "}, "reason: must not be empty"),
+        (f"{page}/reject", {"reason": "   "}, "reason: say why you reject it"),
         (f"{page}/edit", {"title": "", "body": "x"}, "title: must not be empty"),
         (f"{page}/edit", {"title": "two\nlines", "body": "x"}, "title: one line"),
         (f"{page}/edit", {"title": "t", "body": "x", "labels": "a" * 51}, "labels: "),
@@ -210,11 +216,18 @@ def test_bad_values_are_400_pages_naming_the_field(client: TestClient, warehouse
         assert alert_of(response.text).startswith(message), alert_of(response.text)
     with Warehouse(warehouse) as wh:
         assert get_draft(wh, one)["status"] == "pending"
-    for url, message in [("/drafts?status=nope", "status: must be one of"), ("/drafts/abc", "draft_id: "),
+    for url, message in [("/drafts?status=nope", "status: must be one of"),
                          ("/clusters?view=x", "view: must be one of"), ("/digests/2026-X1", "week: expected an ISO week"),
-                         (f"/drafts/{2**70}", "draft_id: "), ("/clusters?review=maybe", "review: must be one of")]:
+                         ("/clusters?review=maybe", "review: must be one of")]:
         response = client.get(url)
         assert response.status_code == 400 and alert_of(response.text).startswith(message), (url, response.text[-300:])
+    # A path that names no draft is one plain sentence, not a validator's message.
+    for url, shown in [("/drafts/abc", "abc"), (f"/drafts/{2**70}", str(2**70)), ("/clusters/1.5", "1.5")]:
+        response = client.get(url)
+        thing = url.split("/")[1][:-1]
+        assert response.status_code == 404, url
+        assert alert_of(response.text) == (f"There is no {thing} \u201c{shown}\u201d: {thing}s are numbered 1, 2, 3 "
+                                           "and so on."), alert_of(response.text)
 
 
 def test_unknown_ids_are_404_pages(client: TestClient, warehouse: Path) -> None:
@@ -271,15 +284,19 @@ def test_corrections_are_the_library_s_recorded_with_who(client: TestClient, war
         ).fetchone() or (0, 0)
     page = f"/clusters/{into}"
     assert f'<option value="{other}">' in client.get(page).text
-    merged = _post(client, f"{page}/merge", page, other=str(other), reason="same bug", actor="mallory")
+    asked = _post(client, f"{page}/merge", page, other=str(other), reason="same bug", actor="mallory")
+    assert asked.status_code == 200 and "What will change" in asked.text  # a confirmation, nothing done yet
+    with Warehouse(warehouse) as wh:
+        assert wh.con.execute("SELECT status FROM clusters WHERE id = ?", [other]).fetchall() == [("open",)]
+    merged = _post(client, f"{page}/merge", page, other=str(other), reason="same bug", confirm="yes", actor="mallory")
     assert merged.status_code == 303 and merged.headers["location"] == page
-    assert f"merged cluster {other} into {into}" in client.get(page).text
+    assert f"merged cluster {other} into {into}" in flash_of(client.get(page).text)
     assert client.get(f"/clusters/{other}", follow_redirects=False).headers["location"] == page
     members = re.findall(r'name="records" value="([^"]+)"', client.get(page).text)
     split = _post(client, f"{page}/split", page, records=members[:1], reason="different")
     assert split.status_code == 303
-    text = client.get(page).text
-    new = int(re.search(r"into new cluster (\d+)", text).group(1))  # type: ignore[union-attr]
+    new = int(split.headers["location"].rsplit("/", 1)[1])  # the new cluster's page follows a split
+    assert f"into this new cluster {new}, named" in flash_of(client.get(f"/clusters/{new}").text)
     moved = _post(client, f"/clusters/{new}/move", f"/clusters/{new}", records=members[:1], to=str(into))
     assert moved.status_code == 303
     assert _post(client, f"{page}/ignore", page, reason="noise").status_code == 303
@@ -294,7 +311,7 @@ def test_corrections_are_the_library_s_recorded_with_who(client: TestClient, war
     assert {actor for _, actor, _ in actions} == {REVIEWER}
     assert actions[0][2] == "same bug"
     history_html = client.get(page).text.split('id="cluster-history"')[1]
-    assert "merge</strong> of cluster" in history_html and f"by {REVIEWER}: same bug" in history_html
+    assert f"{REVIEWER} merged cluster {other} into cluster {into} (" in history_html and "reports): same bug" in history_html
     bad = [(f"{page}/merge", {"other": "abc"}, "other: "), (f"{page}/split", {}, "records: tick at least one"),
            (f"{page}/move", {"records": members[:1]}, "to: ")]
     for url, fields, message in bad:
@@ -311,7 +328,7 @@ def test_the_demand_table_shows_this_week_last_week_and_all(client: TestClient, 
         top = demand(wh).filter(status="open").row(0, named=True)
     html = client.get("/clusters").text
     row = html.split(f'<a href="/clusters/{top["cluster_id"]}">{top["cluster_id"]}</a>')[1].split("</tr>")[0]
-    numbers = re.findall(r'<td class="num">([^<]+)</td>', row)
+    numbers = re.findall(r'<td class="num"[^>]*>([^<]+)</td>', row)
     assert numbers[:4] == [str(top["accounts_this_week"]), str(top["accounts_last_week"]), str(top["accounts"]),
                            str(top["reports"])]
     assert f"this week is {top['week']}" in html
@@ -412,7 +429,7 @@ def _answer(url: str) -> httpx.Response:
 
 def test_the_desk_command_serves_on_127_0_0_1(warehouse: Path) -> None:
     (warehouse.parent / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "desk-test-key"\n[desk]\nreviewer = "rita"\n')
+        f'[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n[desk]\nreviewer = "rita"\n')
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "FEEDBACK_INSIGHTS_DESK_TOKEN"}
     server = subprocess.Popen([sys.executable, "-m", "feedback_insights", "desk", "--port", str(port)],
@@ -490,7 +507,7 @@ def test_a_cluster_without_a_draft_is_drafted_by_the_reviewer(client: TestClient
     made = _post(client, f"{page}/draft", page)
     assert made.status_code == 303
     draft_id = int(made.headers["location"].rsplit("/", 1)[1])
-    assert f"drafted cluster {cluster_id} as draft {draft_id}" in client.get(made.headers["location"]).text
+    assert f"drafted cluster {cluster_id} as draft {draft_id}" in flash_of(client.get(made.headers["location"]).text)
     with Warehouse(warehouse) as wh:
         assert get_draft(wh, draft_id)["cluster_id"] == cluster_id
         assert [(a["action"], a["actor"]) for a in history(wh, draft_id)][0][1] == REVIEWER
@@ -600,7 +617,7 @@ def test_create_app_refuses_another_address_without_a_token(warehouse: Path) -> 
 
 def _desk_folder(warehouse: Path) -> Path:
     (warehouse.parent / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "desk-test-key"\n[desk]\nreviewer = "rita"\n')
+        f'[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n[desk]\nreviewer = "rita"\n')
     return warehouse.parent
 
 
@@ -645,3 +662,125 @@ def test_a_digest_s_cards_link_to_the_desk_s_own_pages(client: TestClient) -> No
     for url in ("/digests/2026-W48", "/digests/2026-W48/html"):
         html = client.get(url).text
         assert re.search(rf'href="{BASE}/(clusters|drafts)/\d+"', html), url
+
+
+def _pair(warehouse: Path) -> tuple[int, int]:
+    """Two open report clusters a merge may join (same service and polarity), each with a pending draft."""
+    with Warehouse(warehouse) as wh:
+        found = wh.con.execute(
+            """SELECT a.id, b.id FROM clusters a JOIN clusters b ON a.service = b.service AND a.view = b.view
+               AND a.polarity = b.polarity AND a.id < b.id
+               JOIN drafts da ON da.cluster_id = a.id AND da.status = 'pending'
+               JOIN drafts db ON db.cluster_id = b.id AND db.status = 'pending'
+               WHERE a.status = 'open' AND b.status = 'open' AND a.view = 'reports' ORDER BY a.id, b.id LIMIT 1"""
+        ).fetchone()
+    assert found is not None
+    return found
+
+
+def test_a_merge_chooses_nothing_by_default_shows_the_figures_and_is_confirmed_then_undone(
+        client: TestClient, warehouse: Path) -> None:
+    into, other = _pair(warehouse)
+    page = f"/clusters/{into}"
+    html = client.get(page).text
+    merge_form = html.split('action="/clusters/%d/merge"' % into)[1].split("</form>")[0]
+    assert '<option value="" selected disabled>choose a cluster…</option>' in merge_form
+    assert merge_form.count(" selected") == 1  # no cluster preselected
+    with Warehouse(warehouse) as wh:
+        reports, accounts = wh.con.execute(
+            """SELECT count(*), count(DISTINCT r.account) FROM cluster_members m JOIN records r USING (collector, id)
+               WHERE m.cluster_id = ?""", [other]).fetchone() or (0, 0)
+        absorbed_draft = wh.con.execute("SELECT id FROM drafts WHERE cluster_id = ?", [other]).fetchone()[0]  # type: ignore[index]
+    option = re.search(rf'<option value="{other}">([^<]+)</option>', merge_form)
+    assert option is not None and f"{reports} reports, {accounts} accounts, open, draft pending" in option.group(1)
+    unchosen = _post(client, f"{page}/merge", page, other="")
+    assert unchosen.status_code == 400 and alert_of(unchosen.text) == "other: choose the cluster to merge into this one"
+
+    asked = _post(client, f"{page}/merge", page, other=str(other), reason="same bug")
+    changes = asked.text.split('id="changes"')[1].split("</ul>")[0]
+    assert f"draft {absorbed_draft} (pending) is superseded by draft" in changes and "will never be filed" in changes
+    assert f"join cluster {into}, which keeps its name" in changes
+    with Warehouse(warehouse) as wh:
+        assert wh.con.execute("SELECT status FROM clusters WHERE id = ?", [other]).fetchall() == [("open",)]
+    done = _post(client, f"{page}/merge", page, other=str(other), reason="same bug", confirm="yes")
+    assert done.status_code == 303
+    after = client.get(page).text
+    undo = re.search(r'name="action" value="(\d+)"', after.split('id="cluster-history"')[1])
+    assert undo is not None
+    undone = _post(client, f"{page}/undo", page, action=undo.group(1), reason="two problems after all")
+    assert undone.status_code == 303 and f"undid correction #{undo.group(1)}" in flash_of(client.get(page).text)
+    with Warehouse(warehouse) as wh:
+        assert wh.con.execute("SELECT status FROM clusters WHERE id = ?", [other]).fetchall() == [("open",)]
+        assert wh.con.execute("SELECT status FROM drafts WHERE id = ?", [absorbed_draft]).fetchall() == [("pending",)]
+        assert wh.con.execute("SELECT actor FROM cluster_actions WHERE action = 'undo'").fetchall() == [(REVIEWER,)]
+    history_html = client.get(page).text.split('id="cluster-history"')[1]
+    assert f"{REVIEWER} undid correction #{undo.group(1)}" in history_html and "undone by #" in history_html
+    twice = _post(client, f"{page}/undo", page, action=undo.group(1))
+    assert twice.status_code == 409 and "already undone" in alert_of(twice.text)
+
+
+def test_a_split_s_new_cluster_is_linked_named_offered_a_draft_and_renamed(client: TestClient, warehouse: Path) -> None:
+    into, _ = _pair(warehouse)
+    page = f"/clusters/{into}"
+    members = re.findall(r'name="records" value="([^"]+)"', client.get(page).text)
+    split = _post(client, f"{page}/split", page, records=members[:2])
+    new = int(split.headers["location"].rsplit("/", 1)[1])
+    html = client.get(f"/clusters/{new}").text
+    flash = html.split('class="flash"')[1].split("</div>")[0]
+    assert f'<a href="/clusters/{new}">cluster {new}</a>' in flash and "named \u201c" in flash
+    assert "Draft an issue for this cluster" in html
+    renamed = _post(client, f"/clusters/{new}/rename", f"/clusters/{new}", name="orbit: the second problem")
+    assert renamed.status_code == 303
+    shown = client.get(f"/clusters/{new}").text
+    assert "<h1>orbit: the second problem</h1>" in shown and "named by a maintainer" in shown
+    with Warehouse(warehouse) as wh:
+        assert wh.con.execute("SELECT given_name, label FROM clusters WHERE id = ?", [new]).fetchall() == [
+            ("orbit: the second problem", "orbit: the second problem")]
+
+
+def test_a_blank_reject_reason_shows_the_form_again_and_history_is_sentences(client: TestClient, warehouse: Path) -> None:
+    one = pending(warehouse)[0]
+    page = f"/drafts/{one}"
+    blank = _post(client, f"{page}/reject", page, reason="  ")
+    assert blank.status_code == 400 and "Cannot do that" not in blank.text
+    assert 'id="reason" name="reason"' in blank.text and 'aria-invalid="true"' in blank.text
+    assert alert_of(blank.text) == "reason: say why you reject it; the next maintainer reads it"
+    assert _post(client, f"{page}/reject", page, reason="not a bug").status_code == 303
+    history_html = client.get(page).text.split('id="history"')[1].split("</section>")[0]
+    assert f"{REVIEWER} rejected it: not a bug" in history_html
+    assert "the pipeline drafted it from" in history_html and "by the template" in history_html
+    assert "{" not in history_html and "&#34;" not in history_html  # no JSON
+
+
+def test_a_shared_account_is_never_the_reviewer(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEEDBACK_INSIGHTS_USER", "root")
+    with pytest.raises(ValueError, match="shared account"):
+        DeskConfig(reviewer="root")
+    app = create_app(embedded_default(warehouse), "127.0.0.1", None)
+    with TestClient(app, base_url=BASE) as browser:
+        first = browser.get("/drafts", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/login"
+        form = browser.get("/login").text
+        assert "Who is reviewing?" in form and 'name="token"' not in form
+        refused = browser.post("/login", data={"csrf": csrf_of(form), "name": "root"})
+        assert refused.status_code == 400 and "shared account" in alert_of(refused.text)
+        browser.post("/login", data={"csrf": csrf_of(browser.get("/login").text), "name": "Ana Lima"})
+        one = pending(warehouse)[0]
+        assert _post(browser, f"/drafts/{one}/approve", f"/drafts/{one}").status_code == 303
+    with Warehouse(warehouse) as wh:
+        assert get_draft(wh, one)["reviewed_by"] == "Ana Lima"
+
+
+def test_a_cluster_page_shows_the_turn_an_in_session_report_is_about(client: TestClient, warehouse: Path) -> None:
+    with Warehouse(warehouse) as wh:
+        cluster_id, text = wh.con.execute(
+            """SELECT m.cluster_id, json_extract_string(r.evidence, 'target_text') FROM records r
+               JOIN cluster_members m USING (collector, id) JOIN clusters c ON c.id = m.cluster_id
+               WHERE m.view = 'reports' AND c.status = 'open' AND json_extract_string(r.evidence, 'target_text') <> ''
+               ORDER BY m.cluster_id LIMIT 1""").fetchone() or (0, "")
+    html = client.get(f"/clusters/{cluster_id}").text
+    turns = html.split('class="turn"')
+    assert len(turns) > 1 and "message it is about" in turns[1]
+    words = " ".join(text.split())[:40]
+    assert words.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;").replace("'", "&#39;") \
+        in " ".join(html.split())

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ._base import Strict
 
@@ -17,6 +18,9 @@ class DeskConfig(Strict):
     """The review desk's address and audit name. On an address other than the loopback one the
     desk refuses to start unless the token variable is set; reviewers then log in with it."""
 
+    #: Accounts that are nobody in particular: no decision is recorded as one of them.
+    SHARED_ACCOUNTS: ClassVar[frozenset[str]] = frozenset({"root", "admin", "administrator"})
+
     host: str = Field(DEFAULT_DESK_HOST, min_length=1, description="address to bind (--host overrides)")
     port: int = Field(DEFAULT_DESK_PORT, ge=1, le=65535, description="port to listen on (--port overrides)")
     token_env: str = Field(
@@ -25,7 +29,8 @@ class DeskConfig(Strict):
     )
     reviewer: str | None = Field(
         None, min_length=1, max_length=64,
-        description="who decisions are recorded as without a login (default: $FEEDBACK_INSIGHTS_USER or login)",
+        description="the person decisions are recorded as without a login (default: $FEEDBACK_INSIGHTS_USER or the "
+                    "login name; when that is root, the desk asks each reviewer's name)",
     )
     session_hours: float = Field(12.0, gt=0, le=24 * 30, description="how long a login lasts")
     # Slow clients: uvicorn bounds none of these by itself (core/serving.py). A browser sends a
@@ -36,6 +41,15 @@ class DeskConfig(Strict):
     max_connections: int = Field(256, ge=1, description="open connections at once (lowered to what the descriptor "
                                  "limit allows); one more closes the longest-waiting idle or unfinished one, or is "
                                  "answered 503 when all are busy")
+
+    @field_validator("reviewer")
+    @classmethod
+    def _a_person(cls, value: str | None) -> str | None:
+        """A decision names the person who made it: a shared account's name says nobody."""
+        if value is not None and value.strip().lower() in cls.SHARED_ACCOUNTS:
+            raise ValueError(f"{value!r} is a shared account: name the person reviewing (or leave it out, and the "
+                             "desk asks each reviewer's name)")
+        return value
 
     def token(self) -> str | None:
         """The login token from the environment (None: unset or empty, no login)."""

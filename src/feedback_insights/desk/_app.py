@@ -20,7 +20,7 @@ from ..config import Config
 from . import _clusters, _digests, _drafts, _login, _unclustered
 from ._errors import DeskError
 from ._pages import page
-from ._security import COOKIE, CSP, HEADERS, Access, Sessions
+from ._security import COOKIE, CSP, HEADERS, Access, Sessions, person
 from ._store import Busy, Turns
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def create_app(config: Config, host: str, token: str | None, lock_wait: float = 
     is refused (:class:`DeskRefused`) for any other ``host``.
     ``lock_wait``: seconds a request waits for the scheduled flows before it says "busy"."""
     app = FastAPI(title="feedback-insights desk", docs_url=None, redoc_url=None, openapi_url=None)
-    reviewer = config.desk.reviewer or default_actor()
+    reviewer = config.desk.reviewer or person(default_actor())
     app.state.desk = Desk(
         config=config,
         access=Access.of(host, token, reviewer, config.desk.token_env),
@@ -73,7 +73,7 @@ async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Resp
         return _secured(await call_next(request))
     found = desk.sessions.get(request.cookies.get(COOKIE))
     request.state.session = found or desk.sessions.new()
-    if desk.access.token and request.state.session.reviewer is None and not request.url.path.startswith(_OPEN):
+    if desk.access.asks_name and request.state.session.reviewer is None and not request.url.path.startswith(_OPEN):
         if request.method in ("GET", "HEAD"):
             response: Response = RedirectResponse("/login", status_code=303)
         else:
@@ -99,7 +99,8 @@ def _secured(response: Response) -> Response:
 def _handle_errors(app: FastAPI) -> None:
     @app.exception_handler(DeskError)
     async def refused(request: Request, exc: DeskError) -> Response:
-        return page(request, "error.html.j2", exc.status, message=str(exc), back=exc.back)
+        heading = "Not found" if exc.status == 404 else "Cannot do that"
+        return page(request, "error.html.j2", exc.status, message=str(exc), back=exc.back, heading=heading)
 
     @app.exception_handler(Busy)
     async def busy(request: Request, exc: Busy) -> Response:
@@ -113,7 +114,14 @@ def _handle_errors(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0]
-        name = str(first["loc"][-1]) if first.get("loc") else "request"
+        loc = first.get("loc") or ()
+        name = str(loc[-1]) if loc else "request"
+        if len(loc) == 2 and loc[0] == "path" and name.endswith("_id"):  # /drafts/abc: no such page, said plainly
+            thing = name.removesuffix("_id")
+            given = str(first.get("input", ""))
+            shown = given if len(given) <= 40 else given[:39] + "\u2026"
+            return page(request, "error.html.j2", 404, back=f"/{thing}s", heading="Not found",
+                        message=f"There is no {thing} \u201c{shown}\u201d: {thing}s are numbered 1, 2, 3 and so on.")
         return page(request, "error.html.j2", 400, message=f"{name}: {first['msg'].lower()}", back=None)
 
     @app.exception_handler(HTTPException)

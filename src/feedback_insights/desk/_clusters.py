@@ -1,7 +1,12 @@
 """The clusters' pages: the demand table (problems, requests and praise apart), one cluster
-with its reports, and the corrections (merge, split, move, ignore, unignore, and attaching a
-cluster to the issue it is possibly the same as): the library functions ``clusters …`` calls,
-recorded with the reviewer and the time, and followed through to the drafts."""
+with its reports, and the corrections (merge, split, move, ignore, unignore, rename, undo, and
+attaching a cluster to the issue it is possibly the same as): the library functions
+``clusters …`` calls, recorded with the reviewer and the time, and followed through to the drafts.
+
+A merge is never one click: the form chooses nothing by default, each choice shows its
+reports, accounts, status and issue, and a confirmation page says what will change
+(:func:`merge_preview`) before anything does. Merges, splits, moves and renames are undone from
+the cluster's history."""
 
 from __future__ import annotations
 
@@ -9,27 +14,34 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Annotated, Any
 
+import orjson
 import polars as pl
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import BeforeValidator
 
 from ..clusters import VIEWS, CorrectionError, demand
+from ..clusters import history as cluster_history
 from ..config import Config
 from ..drafts import (
     ChatClient,
     Correction,
     DraftError,
+    Turn,
     cluster_drafts,
     draft_cluster,
     ignore_cluster,
     merge_clusters,
+    merge_preview,
     move_records,
+    rename_cluster,
     split_cluster,
+    turn,
+    undo_correction,
 )
 from ..warehouse import Warehouse
 from . import _forms
-from ._errors import NotFound, Refused
+from ._errors import BadInput, NotFound, Refused
 from ._pages import page as render
 from ._pages import web_link
 from ._possibly import possibly
@@ -41,21 +53,27 @@ ClusterId = Annotated[int, BeforeValidator(_forms.path_id), Path(ge=1, le=_forms
 #: The statuses the table filters on; "" is every live one but the ignored (as ``clusters list``).
 STATUSES = ("open", "ignored", "fixed", "wont_fix", "all")
 
-_CLUSTER = """SELECT id, view, status, merged_into, label, service, polarity, confidence,
+_CLUSTER = """SELECT id, view, status, merged_into, label, given_name, service, polarity, confidence,
                      coalesce(needs_review, false) AS needs_review, config_version, medoid_collector, medoid_id
               FROM clusters WHERE id = ?"""
 _REPORTS = """
 SELECT r.collector, r.id, r.received_at, r.source, r.severity, r.outcome, r.account IS NULL AS anonymous,
        coalesce(r.summary, r.goal, '') AS summary, r.detail, r.status IS NOT DISTINCT FROM 'dismissed' AS dismissed,
-       m.assigned_by
+       m.assigned_by, r.evidence, r.context
 FROM cluster_members m JOIN records r USING (collector, id)
 WHERE m.cluster_id = ? ORDER BY r.received_at DESC, r.id
 """
-#: Where this cluster's reports may go or come from: live clusters of its view and service.
+#: Where this cluster's reports may go or come from: live clusters of its view and service,
+#: with what a reviewer chooses by (reports, accounts, status, issue or draft), most accounts first.
 _NEIGHBOURS = """
-SELECT id, polarity, label FROM clusters
-WHERE view = ? AND service IS NOT DISTINCT FROM ? AND id <> ? AND status NOT IN ('merged', 'dissolved')
-ORDER BY id
+SELECT c.id, c.polarity, c.label, c.status, count(m.id) AS reports, count(DISTINCT r.account) AS accounts,
+       (SELECT d.issue_number FROM drafts d WHERE d.cluster_id = c.id AND d.status = 'filed' ORDER BY d.id LIMIT 1) AS issue,
+       (SELECT d.status FROM drafts d WHERE d.cluster_id = c.id ORDER BY d.id DESC LIMIT 1) AS draft
+FROM clusters c
+LEFT JOIN cluster_members m ON m.cluster_id = c.id
+LEFT JOIN records r ON r.collector = m.collector AND r.id = m.id
+WHERE c.view = ? AND c.service IS NOT DISTINCT FROM ? AND c.id <> ? AND c.status NOT IN ('merged', 'dissolved')
+GROUP BY ALL ORDER BY accounts DESC, c.id
 """
 #: The first report a form names (``collector:id``, or an id alone) that is not exactly one
 #: member of the cluster, and how many members it names.
@@ -66,8 +84,6 @@ LEFT JOIN cluster_members m ON m.cluster_id = $cluster AND r.ref IN (m.id, m.col
 GROUP BY r.ref HAVING count(m.id) <> 1
 ORDER BY list_position($refs, r.ref) LIMIT 1
 """
-_ACTIONS = """SELECT action, cluster_id, other_id, records, reason, actor, acted_at FROM cluster_actions
-              WHERE cluster_id = ? OR other_id = ? ORDER BY id"""
 #: The most reports one cluster page lists.
 REPORTS_SHOWN = 500
 #: The kinds of cluster (their polarity) the desk lists apart, in this order, with their
@@ -129,43 +145,90 @@ def cluster(request: Request, cluster_id: ClusterId) -> Response:
         drafted = cluster_drafts(warehouse).filter(cluster_id=cluster_id).to_dicts()
         reports = _rows(warehouse, _REPORTS, [cluster_id])
         neighbours = _rows(warehouse, _NEIGHBOURS, [found["view"], found["service"], cluster_id])
-        actions = _rows(warehouse, _ACTIONS, [cluster_id, cluster_id])
+        actions = cluster_history(warehouse, cluster_id)
         hints = possibly(warehouse, desk.config).get(cluster_id, [])
     return render(
         request, "cluster.html.j2", cluster=found, figures=figures.row(0, named=True) if figures.height else None,
         drafts=[d | {"issue_link": web_link(d["issue_url"])} for d in drafted],
-        reports=reports[:REPORTS_SHOWN], more=max(0, len(reports) - REPORTS_SHOWN), actions=actions,
-        mergeable=[n for n in neighbours if n["polarity"] == found["polarity"]], targets=neighbours,
-        possibly=hints,
+        reports=[r | {"turn": _turn(r)} for r in reports[:REPORTS_SHOWN]], more=max(0, len(reports) - REPORTS_SHOWN),
+        actions=actions, possibly=hints,
+        mergeable=[n | {"choice": _choice(n)} for n in neighbours if n["polarity"] == found["polarity"]],
+        targets=[n | {"choice": _choice(n, found["polarity"])} for n in neighbours],
     )
+
+
+def _choice(neighbour: dict[str, Any], polarity: str | None = None) -> str:
+    """One cluster as a merge or move choice reads: "12 · name — 9 reports, 5 accounts, open, issue #503"."""
+    kind = f" ({neighbour['polarity']})" if polarity is not None and neighbour["polarity"] != polarity else ""
+    where = f"issue #{neighbour['issue']}" if neighbour["issue"] is not None else (
+        f"draft {neighbour['draft']}" if neighbour["draft"] else "no draft")
+    reports, accounts = neighbour["reports"], neighbour["accounts"]
+    return (f"{neighbour['id']} \u00b7 {neighbour['label'] or '(unnamed)'}{kind} \u2014 {reports} report{'' if reports == 1 else 's'}, "
+            f"{accounts} account{'' if accounts == 1 else 's'}, {neighbour['status']}, {where}")
+
+
+def _turn(report: dict[str, Any]) -> Turn | None:
+    """The turn an in-session report is about (None for most agent reports), as the draft shows it."""
+    parsed = {key: orjson.loads(report[key]) if isinstance(report[key], str) else report[key]
+              for key in ("evidence", "context")}
+    return turn({key: value if isinstance(value, dict) else None for key, value in parsed.items()})
 
 
 @router.post("/clusters/{cluster_id}/merge")
 def merge(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """Without ``confirm``: the confirmation page, saying what the merge will change (nothing
+    changes yet). With it: the merge."""
+    if not _forms.single(form, "other"):
+        raise BadInput("other", "choose the cluster to merge into this one", back=f"/clusters/{cluster_id}")
     other, why = _forms.identifier(form, "other"), _forms.reason(form)
+    if _forms.single(form, "confirm") != "yes":
+        desk = request.app.state.desk
+        with desk.turns.open() as warehouse:
+            found = _cluster(warehouse, cluster_id)
+            try:
+                said = merge_preview(warehouse, cluster_id, other)
+            except CorrectionError as exc:
+                raise Refused(str(exc), back=f"/clusters/{cluster_id}") from None
+            absorbed = _rows(warehouse, _CLUSTER, [other])[0]
+        return render(request, "merge.html.j2", cluster=found, other=absorbed, said=said, reason=why or "")
     return _correct(request, cluster_id, lambda c, w, who, llm: merge_clusters(c, w, cluster_id, other, who, why, llm),
-                    lambda _: f"merged cluster {other} into {cluster_id}")
+                    lambda done: f"merged cluster {other} into {cluster_id} (correction #{done.action}: "
+                                 "undo it from the history below)")
 
 
 @router.post("/clusters/{cluster_id}/split")
 def split(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """The ticked reports into a new cluster, whose page follows: named, with its draft button."""
     chosen, why = _forms.records(form), _forms.reason(form)
-    return _correct(request, cluster_id, lambda c, w, who, llm: split_cluster(c, w, cluster_id, chosen, who, why, llm),
-                    lambda done: f"split {len(chosen)} reports off cluster {cluster_id} into new cluster "
-                                 f"{done.new_cluster}")
+    made: list[str] = []  # the new cluster's name, read in the warehouse's turn
+
+    def split_then_named(config: Config, warehouse: Warehouse, who: str, llm: ChatClient | None) -> Correction:
+        done = split_cluster(config, warehouse, cluster_id, chosen, who, why, llm)
+        made.append(_cluster(warehouse, done.new_cluster or 0)["label"] or "(unnamed)")
+        return done
+
+    return _correct(request, cluster_id, split_then_named,
+                    lambda done: f"split {len(chosen)} reports off cluster {cluster_id} into this new cluster "
+                                 f"{done.new_cluster}, named \u201c{made[0]}\u201d: draft it, rename it, or undo the "
+                                 f"split (correction #{done.action}) below",
+                    then=lambda done: done.new_cluster)
 
 
 @router.post("/clusters/{cluster_id}/move")
 def move(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
     """The ticked reports of this cluster into another: the cluster in the URL must own every
     one (the library moves reports from anywhere, as ``clusters move`` names them)."""
+    if not _forms.single(form, "to"):
+        raise BadInput("to", "choose the cluster to move the ticked reports to", back=f"/clusters/{cluster_id}")
     chosen, to, why = _forms.records(form), _forms.identifier(form, "to"), _forms.reason(form)
 
     def owned_then_moved(config: Config, warehouse: Warehouse, who: str, llm: ChatClient | None) -> Correction:
         _owned(warehouse, cluster_id, chosen)
         return move_records(config, warehouse, chosen, to, who, why, llm)
 
-    return _correct(request, cluster_id, owned_then_moved, lambda _: f"moved {len(chosen)} reports into cluster {to}")
+    return _correct(request, cluster_id, owned_then_moved,
+                    lambda done: f"moved {len(chosen)} reports into cluster {to} (correction #{done.action}: "
+                                 f"undo it from cluster {to}'s history)")
 
 
 @router.post("/clusters/{cluster_id}/ignore")
@@ -199,7 +262,31 @@ def attach(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
         return merge_clusters(config, warehouse, into, cluster_id, who, why or f"possibly the same as {issue[0]}", llm)
 
     return _correct(request, cluster_id, filed_then_merged, lambda _: f"attached cluster {cluster_id} to {issue[0]}: "
-                    f"its reports are cluster {into}'s now, and nothing new is filed", then=into)
+                    f"its reports are cluster {into}'s now, and nothing new is filed", then=lambda _: into)
+
+
+@router.post("/clusters/{cluster_id}/rename")
+def rename(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """A maintainer's name, kept over every later naming; "rule" hands it back to the naming rule."""
+    back = _forms.single(form, "rule") == "yes"
+    name = None if back else _forms.text(form, "name", 400, required=True, one_line=True)
+    return _correct(request, cluster_id, lambda c, w, who, llm: rename_cluster(c, w, cluster_id, name, who, llm),
+                    lambda done: (f"cluster {cluster_id} is named by the rule again" if back else
+                                  f"named cluster {cluster_id} \u201c{' '.join((name or '').split())}\u201d: "
+                                  "no re-naming replaces it") + f" (correction #{done.action})")
+
+
+@router.post("/clusters/{cluster_id}/undo")
+def undo(request: Request, cluster_id: ClusterId, form: Posted) -> Response:
+    """Take back one correction of this cluster's history (by its number)."""
+    action, why = _forms.number(form, "action"), _forms.reason(form)
+
+    def listed_then_undone(config: Config, warehouse: Warehouse, who: str, llm: ChatClient | None) -> Correction:
+        if all(a.id != action for a in cluster_history(warehouse, cluster_id)):
+            raise CorrectionError(f"correction #{action} is not in cluster {cluster_id}'s history")
+        return undo_correction(config, warehouse, action, who, why, llm)
+
+    return _correct(request, cluster_id, listed_then_undone, lambda _: f"undid correction #{action}")
 
 
 @router.post("/clusters/{cluster_id}/draft")
@@ -222,10 +309,10 @@ Action = Callable[[Any, Warehouse, str, ChatClient | None], Correction]
 
 
 def _correct(request: Request, cluster_id: int, action: Action, headline: Callable[[Correction], str],
-             then: int | None = None) -> Response:
+             then: Callable[[Correction], int | None] | None = None) -> Response:
     """Run a correction as ``clusters …`` does (LLM-assisted re-rendering when ``[llm]`` is
     configured), then show what it did to the drafts on the cluster's page (``then``'s when
-    given: the cluster it went into)."""
+    given: the cluster it went into, or made)."""
     desk = request.app.state.desk
     who = desk.access.reviewer(session_of(request))
     with _llm(desk.config) as client, desk.turns.open() as warehouse:
@@ -235,7 +322,7 @@ def _correct(request: Request, cluster_id: int, action: Action, headline: Callab
         except CorrectionError as exc:
             raise Refused(str(exc), back=f"/clusters/{cluster_id}") from None
     session_of(request).flash = [headline(done), *done.lines()]
-    return RedirectResponse(f"/clusters/{then or cluster_id}", status_code=303)
+    return RedirectResponse(f"/clusters/{(then(done) if then else None) or cluster_id}", status_code=303)
 
 
 def _llm(config: Config) -> AbstractContextManager[ChatClient | None]:

@@ -71,6 +71,13 @@ def queue(request: Request, service: str = "", status: str = "", review: str = "
 
 @router.get("/drafts/{draft_id}")
 def draft(request: Request, draft_id: DraftId) -> Response:
+    return _page(request, draft_id)
+
+
+def _page(request: Request, draft_id: int, status: int = 200, errors: dict[str, str] | None = None) -> Response:
+    """The draft's page: the decision first (figures, status, Approve, Edit, Reject), then the
+    issue as GitHub will show it, its evidence and history; ``errors`` (field → message) shows
+    a refused form again with what was wrong."""
     desk = request.app.state.desk
     with desk.turns.open() as warehouse:
         found = _draft(warehouse, draft_id)
@@ -85,6 +92,7 @@ def draft(request: Request, draft_id: DraftId) -> Response:
         evidence=[_evidence(r, desk.config.drafts.links) for r in reports[:EVIDENCE_SHOWN]],
         more=max(0, len(reports) - EVIDENCE_SHOWN), issue_url=web_link(found["issue_url"]),
         limits={"title": MAX_TITLE, "workaround": MAX_WORKAROUND, "body": MAX_BODY}, possibly=hints,
+        errors=errors or {}, status=status,
     )
 
 
@@ -96,7 +104,12 @@ def approve_draft(request: Request, draft_id: DraftId, form: Posted) -> Response
 
 @router.post("/drafts/{draft_id}/reject")
 def reject_draft(request: Request, draft_id: DraftId, form: Posted) -> Response:
-    why = _forms.reason(form, required=True) or ""
+    try:
+        why = _forms.reason(form, required=True) or ""
+    except BadInput as exc:  # the form again, saying what to fix, not an error page
+        blank = not _forms.single(form, "reason").strip()
+        said = "reason: say why you reject it; the next maintainer reads it" if blank else str(exc)
+        return _page(request, draft_id, 400, {"reason": said})
     _decide(request, draft_id, lambda w, who: reject(w, draft_id, who, why))
     return _done(request, draft_id, f"rejected draft {draft_id}")
 

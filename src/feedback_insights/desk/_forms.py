@@ -74,6 +74,14 @@ def identifier(form: FormData, name: str) -> int:
     return int(value)
 
 
+def number(form: FormData, name: str) -> int:
+    """A record's number (a correction's) from a form field, as strictly as an id."""
+    value = single(form, name)
+    if not _ID.fullmatch(value) or not 0 < int(value) <= MAX_ID:
+        raise BadInput(name, f"a number from 1 to {MAX_ID:,} in the digits 0-9 (got {value[:20]!r})")
+    return int(value)
+
+
 def path_id(value: object) -> object:
     """A path's id before pydantic reads it as an int (with ``Path(ge=1, le=MAX_ID)``): the
     digits 0-9 only."""

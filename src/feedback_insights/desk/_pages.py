@@ -3,6 +3,7 @@ Markdown rendered as GitHub renders it."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -32,6 +33,17 @@ def web_link(url: object) -> str | None:
     return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
 
 
+#: "cluster 12", "draft 7", "clusters 4 and 6" in a note: linked to their pages.
+_MENTION = re.compile(r"\b(cluster|draft)s? ([0-9]{1,10})\b")
+
+
+def linked(note: str) -> Markup:
+    """A flash note with each cluster and draft it names linked to its page: a split says where
+    its new cluster is. Escaped first; only digits go into a link."""
+    escaped = str(Markup.escape(note))
+    return Markup(_MENTION.sub(lambda m: f'<a href="/{m.group(1)}s/{m.group(2)}">{m.group(0)}</a>', escaped))
+
+
 def _when(value: datetime | None) -> str:
     return "—" if value is None else f"{value:%Y-%m-%d %H:%M} UTC"
 
@@ -50,7 +62,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(counted=_count, when=_when, web_link=web_link, day=lambda d: "—" if d is None else f"{d:%Y-%m-%d}")
+    env.filters.update(counted=_count, when=_when, web_link=web_link, linked=linked, day=lambda d: "—" if d is None else f"{d:%Y-%m-%d}")
     return env
 
 
@@ -61,7 +73,7 @@ def page(request: Request, template: str, status: int = 200, headers: dict[str, 
     desk = request.app.state.desk
     flash, session.flash = session.flash, []
     html = _environment().get_template(template).render(
-        csrf=session.csrf, reviewer=desk.access.reviewer(session), login=desk.access.token is not None,
+        csrf=session.csrf, reviewer=desk.access.reviewer(session), login=desk.access.asks_name,
         logged_in=session.reviewer is not None, flash=flash, path=request.url.path, **context,
     )
     return HTMLResponse(html, status_code=status, headers=headers)

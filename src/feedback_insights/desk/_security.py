@@ -10,7 +10,9 @@
   will not even be made without one, :meth:`Access.of`) a reviewer
   exchanges it and their name for a logged-in session; the name is who their decisions are
   recorded as. Without one, the desk serves this machine only and decisions are recorded as
-  ``[desk] reviewer`` or ``$FEEDBACK_INSIGHTS_USER``. Never a form field of the action itself.
+  ``[desk] reviewer``, else ``$FEEDBACK_INSIGHTS_USER`` or the login name, but never a shared
+  account's (``root``): then the desk asks the reviewer's name first, as a login without a
+  token. Never a form field of the action itself.
 - **Headers**: a strict Content-Security-Policy (no script at all, styles and images from the
   desk only), ``nosniff``, no referrer to other sites, no framing.
 - **Host**: served on the loopback address, a request must name a loopback host, so a web page
@@ -32,6 +34,7 @@ from urllib.parse import parse_qsl
 from fastapi import Depends, Request
 from starlette.datastructures import FormData
 
+from ..config import DeskConfig
 from ._errors import BadInput, Forbidden, TooLarge
 
 COOKIE = "desk_session"
@@ -156,15 +159,16 @@ class Sessions:
 @dataclass(frozen=True, slots=True)
 class Access:
     """How this desk lets people in: the token (None: loopback only, no login) and the name
-    decisions are recorded as without a login."""
+    decisions are recorded as without a login (None: there is no person's name to use, so
+    the desk asks for one)."""
 
     token: str | None
-    default_reviewer: str
+    default_reviewer: str | None
     #: The host names a request may use (None: any; a token guards the desk instead).
     hosts: frozenset[str] | None
 
     @classmethod
-    def of(cls, host: str, token: str | None, default_reviewer: str,
+    def of(cls, host: str, token: str | None, default_reviewer: str | None,
            token_env: str = "the desk's token variable") -> Access:
         """The access of a desk served on ``host``; :class:`DeskRefused` for one that anyone
         who can reach it could use (no token off loopback) or that a guess would open."""
@@ -187,9 +191,15 @@ class Access:
         assert self.token is not None
         return hmac.compare_digest(given.encode(), self.token.encode())
 
+    @property
+    def asks_name(self) -> bool:
+        """Whether a visitor gives a name (and the token, when there is one) before anything else."""
+        return self.token is not None or self.default_reviewer is None
+
     def reviewer(self, session: Session) -> str:
         """Who ``session``'s decisions are recorded as (the gate lets no one act unlogged)."""
-        return session.reviewer if self.token and session.reviewer else self.default_reviewer
+        name = session.reviewer if self.asks_name else self.default_reviewer
+        return name or "nobody yet"  # only a page shown before the login says this
 
 
 def session_of(request: Request) -> Session:
@@ -228,11 +238,18 @@ async def posted(request: Request) -> FormData:
 Posted = Annotated[FormData, Depends(posted)]
 
 
+def person(name: str | None) -> str | None:
+    """``name`` when it names a person, None for a shared account (``root``) or nothing."""
+    return name if name and name.strip().lower() not in DeskConfig.SHARED_ACCOUNTS else None
+
+
 def reviewer_name(value: str) -> str:
-    """A login's name as it will appear in the audit: one printable line."""
+    """A login's name as it will appear in the audit: one printable line, a person's."""
     name = " ".join(value.split())
     if not name:
         raise BadInput("name", "say who you are: decisions are recorded with your name")
+    if person(name) is None:
+        raise BadInput("name", f"{name} is a shared account: give your own name, decisions are recorded with it")
     if len(name) > MAX_NAME or not name.isprintable():
         raise BadInput("name", f"at most {MAX_NAME} printable characters")
     return name

@@ -27,7 +27,7 @@ from ._corrections import (
     undo_correction,
     unmerge_cluster,
 )
-from ._inputs import EVIDENCE_FIELDS, DraftInput, draft_input
+from ._inputs import EVIDENCE_FIELDS, DraftInput, Turn, draft_input, turn
 from ._llm import ChatClient, LLMError
 from ._lookalikes import Lookalike, lookalikes
 from ._marker import cluster_of, marker, update_marker
@@ -97,6 +97,8 @@ __all__ = [
     "draft_cluster",
     "draft_clusters",
     "draft_input",
+    "turn",
+    "Turn",
     "edit_form",
     "estimate_tokens",
     "get_draft",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
 import polars as pl
 from pydantic import TypeAdapter, ValidationError
 
@@ -25,7 +26,7 @@ from ..core import now_utc
 from ..warehouse import Warehouse, transaction
 from ._marker import cluster_of, marker
 from ._render import MAX_BODY
-from ._stage import record_action
+from ._stage import PIPELINE_ACTOR, record_action
 
 SEPARATOR = "--- body (markdown) below this line ---"
 _HEADERS = ("title", "labels", "workaround")
@@ -118,10 +119,67 @@ def get_draft(warehouse: Warehouse, draft_id: int) -> dict[str, Any]:
 
 
 def history(warehouse: Warehouse, draft_id: int) -> list[dict[str, Any]]:
-    return warehouse.con.sql(
+    """What happened to a draft, oldest first: ``action``, ``actor``, ``acted_at``, ``detail``
+    (the JSON recorded) and ``sentence``, the same told for a person (:func:`told`)."""
+    rows = warehouse.con.sql(
         "SELECT action, actor, acted_at, detail FROM draft_actions WHERE draft_id = $id ORDER BY id",
         params={"id": draft_id},
     ).pl().to_dicts()
+    return [row | {"sentence": told(row["action"], row["actor"], orjson.loads(row["detail"]) if row["detail"] else {})}
+            for row in rows]
+
+
+#: How each recorded step reads, as ``str.format`` patterns over ``who`` and the detail's keys;
+#: a key a pattern needs but the detail lacks sends the step to the generic sentence.
+_TOLD = {
+    "drafted": "{who} drafted it from {accounts} accounts and {reports} reports, by {by}",
+    "refreshed": "{who} re-drafted it from {accounts} accounts and {reports} reports, by {by}",
+    "redrafted after an erasure": "{who} re-drafted it without an erased report ({accounts} accounts, {reports} reports)",
+    "approved": "{who} approved it",
+    "rejected": "{who} rejected it: {reason}",
+    "edited": "{who} edited its {fields}",
+    "superseded": "{who} superseded it: {why}; it will never be filed",
+    "duplicate": "{who} marked its issue a duplicate of {of}: {why}; {github}",
+    "survived a merge": "{who} kept its issue: {why}; {duplicate} will be closed as its duplicate",
+    "taken over": "{who} made it cluster {cluster}'s draft: {why}",
+    "back to pending": "{who} put it back to pending: {why}; {note}",
+    "cluster corrected": "{who} corrected its cluster: {why}",
+    "pending again": "{who} made it pending again: {why}",
+    "no longer a duplicate": "{who} took back its duplicate mark: {why}",
+    "filed": "{who} filed it as {url}",
+    "adopted": "{who} found it already filed as {url}",
+    "attached": "{who} attached it to {url}, filed by hand",
+    "status": "{who} saw its issue go from {from} to {to}",
+    "moved": "{who} saw its issue move from {from} to {to}",
+    "demand update": "{who} commented on the issue: {from} accounts then, {to} now",
+}
+
+
+def told(action: str, actor: str, detail: dict[str, Any]) -> str:
+    """One recorded step as a sentence ("dana rejected it: not a bug"), never as JSON."""
+    who = "the pipeline" if actor == PIPELINE_ACTOR else actor
+    values = {key: _plain(value) for key, value in detail.items()}
+    if action in ("rejected",) and "reason" not in values and "why" in values:
+        values["reason"] = values["why"]
+    if values.get("by") == "template":
+        values["by"] = "the template"
+    if detail.get("by_draft") is not None and action == "superseded" and "why" in values:
+        values["why"] += f", by draft {values['by_draft']}"
+    try:
+        said = _TOLD[action].format(who=who, **values)
+    except (KeyError, IndexError, ValueError):
+        rest = "; ".join(f"{key.replace('_', ' ')} {value}" for key, value in values.items())
+        said = f"{who}: {action}" + (f" ({rest})" if rest else "")
+    if detail.get("llm_error"):
+        said += f"; the LLM's draft was not used: {_plain(detail['llm_error'])}"
+    return said
+
+
+def _plain(value: Any) -> str:
+    """A detail's value in words: a list joined, nothing as "none"."""
+    if isinstance(value, list):
+        return ", ".join(map(_plain, value)) or "nothing"
+    return "none" if value is None else str(value)
 
 
 def _require(draft: dict[str, Any], allowed: tuple[str, ...], action: str) -> None:
