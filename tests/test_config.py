@@ -100,6 +100,7 @@ def test_a_source_written_as_a_table_is_explained(tmp_path: Path, text: str) -> 
 
 
 def test_relative_paths_are_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
     path = write(tmp_path, '[warehouse]\npath = "w/f.duckdb"\n[[sources]]\nname = "s"\nkind = "sql"\npath = "app.sqlite"\n'
                            'service = "pags"\n')
     config = load(path)
@@ -182,3 +183,103 @@ def test_a_plugin_dialect_that_names_no_service_needs_its_source_to_say_which() 
         assert FileDropConfig(kind="files", name="desk", path=Path("x"), dialect="afp").service is None
     finally:
         DIALECTS.unregister("ticketless")
+
+
+SHORT_KEY_MESSAGE = "the pseudonymisation key is 1 character long; it needs at least 32"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[flows]\ningest = "61 * * * *"\n', "flows.ingest: '61 * * * *' is not a cron schedule: minute 61 is out of range (0–59)"),
+        ('[flows]\npublish = "0 25 * * *"\n', "flows.publish: '0 25 * * *' is not a cron schedule: hour 25 is out of range (0–23)"),
+        ('[flows]\nweekly_digest = "0 8 * * funday"\n', "flows.weekly_digest: '0 8 * * funday' is not a cron schedule: "
+                                                        "day of the week 'funday' is not a number or a name (sun, mon,"),
+        ('[flows]\ninsights = "*/0 * * * *"\n', "flows.insights: '*/0 * * * *' is not a cron schedule: minute '*/0' steps by 0"),
+        ('[flows]\ningest = "0 * *"\n', "flows.ingest: '0 * *' is not a cron schedule: it has 3 fields, a cron schedule has 5"),
+        ("[flows]\ningest = 0\n", "flows.ingest: 0 seconds between runs: the least is 1"),
+        ('[flows]\ntask_runner = "dask"\ndask_address = "scheduler:8786:x"\n',
+         "flows.dask_address: 'scheduler:8786:x' is not a Dask scheduler address: write protocol://host:port"),
+        ('[flows]\ntask_runner = "dask"\ndask_address = "tcp://scheduler:99999"\n',
+         "flows.dask_address: 'tcp://scheduler:99999': port 99999 is out of range"),
+        ('[flows]\ndask_address = "tcp://scheduler:8786"\n',
+         "flows: dask_address is set, but task_runner is 'local', which does not use it"),
+        ('[privacy]\nhmac_key = "k"\n', f"privacy.hmac_key: {SHORT_KEY_MESSAGE}"),
+        ('[warehouse]\npath = "no/such/folder/feedback.duckdb"\n', "warehouse.path: the folder "),
+        ('[warehouse]\npath = "a-folder"\n', "warehouse.path: "),
+        ('[collector]\ndb = "a-folder"\n', "collector.db: "),
+        ('[digest]\nfolder = "a-file"\n', "digest.folder: "),
+        ("[github]\nrepos = " + "[" * 5000 + "]" * 5000 + "\n", "line 2: github.repos: nested more than 16 levels deep"),
+        ('[[sources]]\nname = "a"\nkind = "files"\npath = "."\nservice_by_tool = ' + "{a = " * 40 + "1" + "}" * 40 + "\n",
+         "line 5: sources.service_by_tool: nested more than 16 levels deep"),
+    ],
+)
+def test_each_mistake_is_one_line_naming_the_file_and_the_key_at_load(tmp_path: Path, text: str, message: str) -> None:
+    """Found when the file is read, not when ``serve`` creates a deployment, the insights flow
+    reaches for Dask, or ingest opens a warehouse somewhere new; and in one line."""
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "a-file").write_text("")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert str(error.value).startswith(f"{path}: {message}"), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ('[warehouse]\npath = "f.duckdb"\n'.encode("utf-16"), "is UTF-16 (or UTF-32) text; TOML files are UTF-8"),
+        ('[warehouse]\npath = "f.duckdb"\n'.encode("utf-16-be"), "is UTF-16 (or UTF-32) text; TOML files are UTF-8"),
+        ('[desk]\nreviewer = "José"\n'.encode("latin-1"), "line 2: byte 0xe9 is not UTF-8; TOML files are UTF-8"),
+        (b"x" * (1024 * 1024 + 1), "larger than 1024 KiB"),
+    ],
+    ids=["utf-16", "utf-16-be", "latin-1", "over-1-MiB"],
+)
+def test_a_file_that_is_not_utf8_text_says_so_in_one_line(tmp_path: Path, data: bytes, message: str) -> None:
+    path = tmp_path / "feedback-insights.toml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert str(error.value).startswith(f"{path}: {message}"), str(error.value)
+
+
+def test_a_folder_given_as_the_file_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(tmp_path)
+    assert str(error.value) == f"{tmp_path}: is a folder, not a configuration file (name the .toml file)"
+    monkeypatch.setenv("FEEDBACK_INSIGHTS_CONFIG", str(tmp_path))
+    with pytest.raises(ConfigError, match=r": is a folder, not a configuration file"):
+        load()
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    """Some Windows editors start a UTF-8 file with one; it is still the same UTF-8 text."""
+    text = '[warehouse]\npath = "f.duckdb"\n[desk]\nreviewer = "José"\n'
+    plain = load(write(tmp_path, text))
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    marked = load(tmp_path / "bom.toml")
+    assert marked.warehouse.path == plain.warehouse.path == tmp_path / "f.duckdb"
+    assert marked.desk.reviewer == "José"
+
+
+def test_brackets_inside_strings_and_comments_are_not_nesting(tmp_path: Path) -> None:
+    brackets = "[" * 20 + "{" * 20
+    path = write(tmp_path, f'# {brackets}\n[desk]\nreviewer = "{brackets}"\n[drafts]\nlabels = [\n  """{brackets}""",\n  \'{brackets}\',\n]\n')
+    config = load(path)
+    assert config.desk.reviewer == brackets and config.drafts.labels == [brackets, brackets]
+
+
+def test_a_short_key_in_the_environment_is_refused_at_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEEDBACK_INSIGHTS_HMAC_KEY", "k")
+    with pytest.raises(ConfigError) as error:
+        load(write(tmp_path, '[warehouse]\npath = "f.duckdb"\n'))
+    assert str(error.value).startswith(f"$FEEDBACK_INSIGHTS_HMAC_KEY: {SHORT_KEY_MESSAGE}")
+    monkeypatch.setenv("FEEDBACK_INSIGHTS_HMAC_KEY", "k" * 32)
+    assert load(write(tmp_path, '[privacy]\nhmac_key = "%s"\n' % ("f" * 32))).privacy.key() == "k" * 32  # the environment wins
+
+
+@pytest.mark.parametrize("cron", ["*/15 * * * *", "0 8 * * mon-fri", "0 0 L * *", "0 9 * * 5#2", "0 9 * * fril",
+                                  "30 2 1,15 jan-jun *", "0 0 * * 7", "5-55/10 */2 ? * *"])
+def test_the_cron_schedules_prefect_reads_are_accepted(tmp_path: Path, cron: str) -> None:
+    assert load(write(tmp_path, f'[flows]\ningest = "{cron}"\n')).flows.ingest == cron

@@ -12,7 +12,15 @@ from ._desk import DEFAULT_DESK_HOST, DEFAULT_DESK_PORT, DeskConfig
 from ._digest import DEFAULT_SMTP_PORT, DigestConfig, EmailConfig, WebhookFormat
 from ._drafts import DEFAULT_PROMPT_TOKENS, DraftsConfig, EvidenceLinks, LLMConfig
 from ._flows import DEFAULT_SHARD_SIZE, FlowsConfig, Schedule
-from ._ingest import DEFAULT_BATCH_SIZE, ENV_HMAC_KEY, SAMPLE_HMAC_KEY, IngestConfig, PrivacyConfig, WarehouseConfig
+from ._ingest import (
+    DEFAULT_BATCH_SIZE,
+    ENV_HMAC_KEY,
+    MIN_HMAC_KEY_CHARS,
+    SAMPLE_HMAC_KEY,
+    IngestConfig,
+    PrivacyConfig,
+    WarehouseConfig,
+)
 from ._loader import DEFAULT_FILE, ENV_CONFIG, embedded_default, load
 from ._publish import GitHubConfig, KnownStatus
 from ._sources import SERVICE_RULE, FileDropConfig, HttpCollectorConfig, SourceConfig, SqlTableConfig, is_service_name
@@ -28,6 +36,7 @@ __all__ = [
     "DEFAULT_SMTP_PORT",
     "ENV_CONFIG",
     "ENV_HMAC_KEY",
+    "MIN_HMAC_KEY_CHARS",
     "SAMPLE_HMAC_KEY",
     "SERVICE_RULE",
     "ClusteringConfig",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import SerializeAsAny, WrapValidator, field_validator
+from pydantic import PrivateAttr, SerializeAsAny, WrapValidator, field_validator
 
 from ._base import Strict
 from ._clusters import ClusteringConfig, DemandConfig, EmbeddingConfig
@@ -34,6 +34,21 @@ class Config(Strict):
     flows: FlowsConfig = FlowsConfig()
     #: Each a registered kind's section model (serialised as that model, not as the base).
     sources: list[SerializeAsAny[Annotated[SourceConfig, WrapValidator(by_kind)]]] = []
+    #: The file it was read from (set by :func:`load`), for errors found after loading.
+    _origin: str = PrivateAttr("the embedded default")
+
+    @property
+    def origin(self) -> str:
+        """Where this configuration came from, as an error names it: the file's path, or "the
+        embedded default"; errors found after loading (a warehouse made with another key, a
+        scheduler that does not answer) start with it, as loading errors do."""
+        return self._origin
+
+    def read_from(self, origin: str) -> Config:
+        """This configuration, as read from ``origin`` (a copy: a configuration never changes)."""
+        copy = self.model_copy()
+        copy._origin = origin
+        return copy
 
     def check_secrets(self, publishing: bool = False) -> None:
         """Every secret the configured stages will need is in the environment: a scheduled or

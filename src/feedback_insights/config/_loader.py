@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from pydantic_core import ErrorDetails
 from ..core import SOURCES, sample_dir
 from ._base import ConfigError
 from ._config import Config
-from ._ingest import SAMPLE_HMAC_KEY, PrivacyConfig, WarehouseConfig
+from ._ingest import ENV_HMAC_KEY, SAMPLE_HMAC_KEY, PrivacyConfig, WarehouseConfig, check_key
 from ._sources import FileDropConfig, SqlTableConfig
 
 ENV_CONFIG = "FEEDBACK_INSIGHTS_CONFIG"
@@ -143,21 +144,133 @@ def _resolve(config: Config, base: Path) -> Config:
 
 
 def load(path: Path | None = None) -> Config:
-    """The configuration in force (see the module docstring for where it comes from)."""
+    """The configuration in force (see the module docstring for where it comes from). Every
+    mistake found is a :class:`ConfigError` of one line (one per problem) naming the file and
+    the key; nothing wrong is left for a stage to trip over later."""
     if path is None and os.environ.get(ENV_CONFIG):
         path = Path(os.environ[ENV_CONFIG])
     if path is None and Path(DEFAULT_FILE).is_file():
         path = Path(DEFAULT_FILE)
     if path is None:
-        return embedded_default()
+        config = embedded_default()
+    else:
+        text = _read(path)
+        _check_depth(text, path)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        try:
+            config = Config.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_format(exc, str(path))) from None
+        config = _resolve(config, path.resolve().parent).read_from(str(path))
+    _check_paths(config)
+    if from_env := os.environ.get(ENV_HMAC_KEY):
+        check_key(from_env, f"${ENV_HMAC_KEY}")
+    return config
+
+
+#: The largest configuration file read: a real one is a few kilobytes.
+MAX_CONFIG_BYTES = 1 << 20
+#: How deeply arrays and inline tables may nest in it: a real one nests three or four levels
+#: (``sources``' tables, ``service_by_tool``); TOML's reader recurses for each level.
+MAX_DEPTH = 16
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _read(path: Path) -> str:
+    """The file's text; what keeps it from being read, in words that name it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such configuration file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a configuration file (name the .toml file)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; a configuration file is a few kilobytes")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:4]:
+        raise ConfigError(f"{path}: is UTF-16 (or UTF-32) text; TOML files are UTF-8: save it as UTF-8")
+    raw = raw.removeprefix(_UTF8_BOM)  # the byte-order mark some editors write: UTF-8 all the same
     try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format(exc, str(path))) from None
-    return _resolve(config, path.resolve().parent)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not UTF-8; TOML files are UTF-8: "
+                          "save it as UTF-8") from None
+
+
+def _check_depth(text: str, path: Path) -> None:
+    """Refuse arrays and inline tables nested deeper than :data:`MAX_DEPTH`, naming the key,
+    before TOML's recursive reader meets them (it would stop with a RecursionError that names
+    neither file nor key). Strings and comments are skipped: brackets in them are text."""
+    depth, line, table, key = 0, 1, "", ""
+    i, n = 0, len(text)
+    line_start = True
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line, line_start = line + 1, True
+        elif c in " \t\r":
+            pass
+        elif c == "#":
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+            continue
+        elif depth == 0 and line_start and (found := _LINE_START.match(text, i)):
+            table, key = (found["header"].strip(), "") if found["header"] is not None else (table, found["key"].strip())
+            i, line_start = found.end(), False
+            continue
+        elif c in "\"'":
+            end = _string_end(text, i)
+            line += text.count("\n", i, end)
+            i, line_start = end, False
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                where = ".".join(part for part in (table, key) if part) or "(top level)"
+                raise ConfigError(f"{path}: line {line}: {where}: nested more than {MAX_DEPTH} levels deep "
+                                  "(arrays and inline tables in one another)")
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        line_start = line_start and c in " \t\r\n"
+        i += 1
+
+
+#: What a line at the top level starts with: a table's header, or a key and its ``=``.
+_LINE_START = re.compile(r"\[\[?(?P<header>[^\]\n]*)\]\]?|(?P<key>[^=\n\[{#]+?)[ \t]*=")
+
+
+def _string_end(text: str, i: int) -> int:
+    """Where the string starting at ``i`` ends (after its closing quote; the text's end if it
+    never closes: TOML's reader says so)."""
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        end = text.find(quote * 3, i + 3)
+        return len(text) if end < 0 else end + 3
+    j = i + 1
+    while j < len(text) and text[j] not in (quote, "\n"):
+        j += 2 if quote == '"' and text[j] == "\\" else 1
+    return j + 1
+
+
+def _check_paths(config: Config) -> None:
+    """A folder where a file is meant, a file where a folder is, and a warehouse in a folder
+    that does not exist (a typo would otherwise start an empty warehouse somewhere new)."""
+    origin = config.origin
+    warehouse = config.warehouse.path
+    if warehouse.is_dir():
+        raise ConfigError(f"{origin}: warehouse.path: {warehouse} is a folder; name the warehouse file in it, "
+                          f"e.g. {warehouse / 'feedback.duckdb'}")
+    if not warehouse.parent.is_dir():
+        raise ConfigError(f"{origin}: warehouse.path: the folder {warehouse.parent} does not exist; create it, "
+                          "or name a warehouse file in a folder that exists")
+    if config.collector.db.is_dir():
+        raise ConfigError(f"{origin}: collector.db: {config.collector.db} is a folder; name the collector's "
+                          "SQLite file in it")
+    if config.digest.folder.exists() and not config.digest.folder.is_dir():
+        raise ConfigError(f"{origin}: digest.folder: {config.digest.folder} is a file; name a folder for the digests")
