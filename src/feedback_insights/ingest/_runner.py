@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from ..config import Config
+from ..config import Config, ConfigError
 from ..core import now_utc
 from ..privacy import Pseudonymiser, scrub_text
 from ..warehouse import Ledger, Warehouse, erase_records
@@ -53,10 +53,22 @@ class IngestSummary:
     aborted: list[int] = field(default_factory=list)
     #: Records forgotten because their source deleted them.
     forgotten: int = 0
+    #: Records in the warehouse once the run is done (None until then).
+    stored: int | None = None
 
     def line(self) -> str:
+        """What the run did, in one line that reads right on a second run too: a source is read
+        from where the last run stopped, so "read again" counts only what was read twice (an
+        SQL table's look-back), beside everything the warehouse holds."""
         c = self.counts
-        text = f"new {c.new} · already stored {c.already} · retries {c.retries} · quarantined {c.quarantined}"
+        text = f"new {c.new}"
+        if c.retries:
+            text += f", {c.retries} of them duplicate{'s' if c.retries > 1 else ''} (a copy of a report already stored)"
+        if c.already:
+            text += f" · {c.already} read again, already stored"
+        text += f" · quarantined {c.quarantined}"
+        if c.quarantined:
+            text += " (feedback-insights quarantine list)"
         if c.status_changes:
             text += f" · status changes {c.status_changes}"
         if c.identifiers:
@@ -68,6 +80,8 @@ class IngestSummary:
         if self.aborted:
             runs = ", ".join(map(str, self.aborted))
             text += f" · earlier run{'s' if len(self.aborted) > 1 else ''} {runs} never finished: marked aborted"
+        if self.stored is not None:
+            text += f" · {self.stored} record{'' if self.stored == 1 else 's'} stored in all"
         return text + (f" · {len(self.errors)} source(s) failed" if self.errors else "")
 
     def fail(self, line: str) -> None:
@@ -113,6 +127,12 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
     erased before are not stored again (the erasure ledger); when a source deleted some, the
     warehouse file is rewritten at the end, so their text leaves the file's bytes too."""
     pseudonymise = Pseudonymiser(config.privacy.key())
+    if not pseudonymise.made(warehouse):
+        raise ConfigError(
+            f"{config.origin}: {config.privacy.key_source()}: not the key the pseudonyms in {warehouse.path} were "
+            "made with; nothing was stored (with another key every account would be counted anew, and erased "
+            "reports would no longer be recognised): use that key, or another warehouse.path"
+        )
     ledger = Ledger(config.privacy.key())
     aborted = abort_unfinished(warehouse)
     run_id = start_run(warehouse)
@@ -138,6 +158,7 @@ def ingest(config: Config, warehouse: Warehouse, on_batch: OnBatch | None = None
         warehouse.rewrite()
     else:
         warehouse.checkpoint()
+    [(summary.stored,)] = warehouse.con.execute("SELECT count(*) FROM records").fetchall()
     return summary
 
 

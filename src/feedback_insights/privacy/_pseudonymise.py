@@ -9,6 +9,10 @@ The same key also stands in for an identifier that carries a secret or an email 
 that is someone's address): ``idh_`` + HMAC over a separate domain, so the record keeps one
 stable identity — re-ingesting it is still recognised as already stored — and nothing secret
 reaches disk. The domain keeps an id's pseudonym from ever equalling an account's.
+
+A warehouse remembers which key its pseudonyms were made with, as a keyed fingerprint (an HMAC
+of a fixed label: it tells keys apart and reveals none), so that a process given another key is
+refused instead of counting every customer twice.
 """
 
 from __future__ import annotations
@@ -16,6 +20,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from typing import TYPE_CHECKING
+
+from ..core import now_utc
+
+if TYPE_CHECKING:
+    from ..warehouse import Warehouse
 
 PREFIX = "acct_"
 _PSEUDONYM = re.compile(rf"^{PREFIX}[0-9a-f]{{24}}$")
@@ -23,6 +33,8 @@ _PSEUDONYM = re.compile(rf"^{PREFIX}[0-9a-f]{{24}}$")
 IDENTIFIER_PREFIX = "idh_"
 _IDENTIFIER_DOMAIN = b"feedback-insights identifier\0"
 _IDENTIFIER_PSEUDONYM = re.compile(rf"^{IDENTIFIER_PREFIX}[0-9a-f]{{24}}$")
+#: What the key's fingerprint is an HMAC of: a label no account or identifier is.
+_FINGERPRINT_DOMAIN = b"feedback-insights key fingerprint\0"
 
 
 class Pseudonymiser:
@@ -64,6 +76,22 @@ class Pseudonymiser:
         from ..warehouse import Ledger  # DuckDB's import is heavy, and scrubbing never needs it
 
         return Ledger(self._key).mark(kind, *parts)
+
+    def fingerprint(self) -> str:
+        """The key's fingerprint: equal for equal keys, and no help in finding the key (anyone
+        who could test a guess against it could test it against a pseudonym as well)."""
+        return "hmac-sha256:" + hmac.new(self._key, _FINGERPRINT_DOMAIN, hashlib.sha256).hexdigest()[:32]
+
+    def made(self, warehouse: Warehouse) -> bool:
+        """Whether ``warehouse``'s pseudonyms are this key's. A warehouse that records no key yet
+        (new, or from before keys were recorded) is told this one's, and so is this key's from
+        then on; call it with the warehouse held (its lock), before storing a pseudonym."""
+        fingerprint = self.fingerprint()
+        warehouse.con.execute(
+            "INSERT INTO key_fingerprint VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING", [fingerprint, now_utc()]
+        )
+        [(recorded,)] = warehouse.con.execute("SELECT fingerprint FROM key_fingerprint").fetchall()
+        return bool(recorded == fingerprint)
 
     def __repr__(self) -> str:  # never show the key
         return "Pseudonymiser(<key>)"
