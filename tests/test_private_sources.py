@@ -218,4 +218,4 @@ def test_the_digest_says_a_thumb_in_words_and_markdown_has_no_visible_entity(pla
         digest = build(wh, Week.of(latest))
     html, markdown = render(digest, "html"), render(digest, "md")
     assert "👎 (thumbs down)" in html and "👎" not in html.replace("👎 (thumbs down)", "")
-    assert "&#8203;" not in markdown and "#503](https://github.com/pags-dev/platform/issues/503)" in markdown
+    assert "&#8203;" not in markdown and "[filed as #\u200b503](https://github.com/pags-dev/platform/issues/503)" in markdown

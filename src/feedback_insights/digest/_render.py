@@ -140,11 +140,11 @@ def _link(kind: str) -> Callable[[str | None, str], str]:
     and our own words ("filed as #12")."""
     def link(url: str | None, text: str) -> str:
         if kind == "md":
-            # "#12" must be no reference to whichever repository a wiki belongs to: inside a
-            # link's text it is none; bare, it is broken with the zero-width character itself,
-            # which every reader hides (the entity neutralise writes for GitHub is shown as
-            # "&#8203;" by a chat or a plain Markdown viewer).
-            return Markdown(f"[{text}]({url})" if url else re.sub(r"#(?=\d)", "#\u200b", text))
+            # "#12" is no reference to whichever repository a wiki belongs to: broken with the
+            # zero-width character itself, which every reader hides (the entity neutralise writes
+            # for GitHub shows as "&#8203;" in a chat or a plain Markdown viewer).
+            text = re.sub(r"#(?=\d)", "#\u200b", text)
+            return Markdown(f"[{text}]({url})" if url else text)
         if kind == "slack":
             return _mrkdwn.link(url, text) if url else _mrkdwn.Mrkdwn(_mrkdwn.escape(text))
         return Plain(f"{text} ({url})" if url else text)
