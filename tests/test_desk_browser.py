@@ -131,19 +131,24 @@ def test_the_keyboard_approves_rejects_and_merges(page: Page, desk: str, warehou
     page.keyboard.type("a duplicate")
     page.keyboard.press("Enter")  # submits the reject form
     expect(page.locator(".meta .status")).to_have_text("rejected")
-    into, other = _two_of_a_service(warehouse)
+    into, _ = _two_of_a_service(warehouse)
     page.goto(f"{desk}/clusters/{into}")
     _tab_to(page, "other")
+    assert page.locator("#other").input_value() == ""  # nothing chosen until the reviewer chooses
+    page.keyboard.press("ArrowDown")
     chosen = page.locator("#other").input_value()
     _tab_to(page, "merge-reason")
     page.keyboard.type("same bug")
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_have_text(f"Merge cluster {chosen} into cluster {into}?")  # nothing done yet
+    _tab_to(page, "confirm-merge")
     page.keyboard.press("Enter")
     expect(page.locator(".flash")).to_contain_text(f"merged cluster {chosen} into {into}")
     with Warehouse(warehouse) as wh:
         assert get_draft(wh, one)["status"] == "approved"
         assert get_draft(wh, two)["reject_reason"] == "a duplicate"
         merged = wh.con.execute("SELECT status, merged_into FROM clusters WHERE id = ?", [int(chosen)]).fetchone()
-    assert merged == ("merged", into) and str(other) == chosen
+    assert merged == ("merged", into) and chosen != str(into)
     assert watched == []
 
 
@@ -152,7 +157,8 @@ def _two_of_a_service(warehouse: Path) -> tuple[int, int]:
         found = wh.con.execute(
             """SELECT a.id, b.id FROM clusters a JOIN clusters b ON a.service = b.service AND a.view = b.view
                AND a.polarity = b.polarity AND a.id < b.id
-               WHERE a.status = 'open' AND b.status = 'open' AND a.view = 'reports' ORDER BY a.id, b.id LIMIT 1"""
+               WHERE a.status = 'open' AND b.status = 'open' AND a.view = 'reports' AND a.polarity = 'problem'
+               ORDER BY a.id, b.id LIMIT 1"""
         ).fetchone()
     assert found
     return found[0], found[1]
@@ -169,9 +175,12 @@ def test_a_reviewer_merges_and_splits_clusters(page: Page, desk: str, warehouse:
     before = set(_members(warehouse, into)) | set(_members(warehouse, other))
     page.goto(f"{desk}/clusters")
     page.locator(f'a[href="/clusters/{into}"]').first.click()
-    page.get_by_label("Merge into this cluster").select_option(str(other))
+    page.get_by_label("Merge another cluster into this one").select_option(str(other))
     page.locator("#merge-reason").fill("the same bug")
-    page.get_by_role("button", name="Merge").click()
+    page.get_by_role("button", name="Merge…").click()
+    expect(page.locator("#changes + ul")).to_contain_text(f"join cluster {into}, which keeps its name")
+    assert set(_members(warehouse, other)) != set()  # the confirmation changed nothing
+    page.get_by_role("button", name="Merge", exact=True).click()
     expect(page.locator(".flash")).to_contain_text(f"merged cluster {other} into {into}")
     assert set(_members(warehouse, into)) == before
     page.goto(f"{desk}/clusters/{other}")
@@ -181,11 +190,20 @@ def test_a_reviewer_merges_and_splits_clusters(page: Page, desk: str, warehouse:
         page.locator(f'input[name="records"][value="{record}"]').check()
     page.locator("#records-reason").fill("a different problem")
     page.get_by_role("button", name="Split the ticked reports into a new cluster").click()
-    expect(page.locator(".flash")).to_contain_text(f"split 2 reports off cluster {into} into new cluster")
+    expect(page.locator(".flash")).to_contain_text(f"split 2 reports off cluster {into} into this new cluster")
     new = int(re.search(r"new cluster (\d+)", _flash(page)).group(1))  # type: ignore[union-attr]
+    expect(page).to_have_url(f"{desk}/clusters/{new}")  # the new cluster, to name or draft
     assert sorted(_members(warehouse, new)) == split_off
-    history_text = page.locator("#cluster-history + ol").inner_text()
-    assert f"by {REVIEWER}: the same bug" in history_text and f"by {REVIEWER}: a different problem" in history_text
+    expect(page.get_by_role("button", name="Draft an issue for this cluster")).to_be_visible()
+    expect(page.locator("#cluster-history + ol")).to_contain_text(
+        f"{REVIEWER} split 2 reports off cluster {into} into new cluster {new}: a different problem")
+    page.locator(".flash").get_by_role("link", name=f"cluster {into}").first.click()
+    expect(page.locator("#cluster-history + ol")).to_contain_text(
+        f"{REVIEWER} merged cluster {other} into cluster {into} (")
+    # Undo the split from the history: the reports come back.
+    page.locator("#cluster-history + ol li", has_text="split 2 reports").get_by_role("button", name="undo").click()
+    expect(page.locator(".flash")).to_contain_text("undid correction #")
+    assert set(_members(warehouse, into)) == before
     assert watched == []
 
 
@@ -290,6 +308,63 @@ def test_no_page_overflows_sideways(page: Page, desk: str, warehouse: Path, widt
         expect(page.locator("main")).to_be_visible()
         scroll, client = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
         assert scroll <= client, f"{path} at {width} px is {scroll} px wide"
+    assert watched == []
+
+
+#: Where the layout tests also copy their screenshots, for a person to look at (unset: the test's folder only).
+SHOTS_ENV = "FI_DESK_SHOTS"
+
+
+def _shot(page: Page, folder: Path, name: str) -> None:
+    """A full-page screenshot into ``folder`` (and into $FI_DESK_SHOTS when set), never the repository."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get(SHOTS_ENV):
+        Path(os.environ[SHOTS_ENV]).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, Path(os.environ[SHOTS_ENV]) / path.name)
+
+
+def _on_first_screen(page: Page, selector: str, width: int, height: int) -> None:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, (selector, box)
+    assert box["y"] + box["height"] <= height, f"{selector} ends at {box['y'] + box['height']:.0f} px, below the first screen"
+
+
+@pytest.mark.parametrize(("width", "height"), [(390, 844), (1280, 800)])
+def test_the_decision_and_the_figures_are_on_the_first_screen(page: Page, desk: str, warehouse: Path, width: int,
+                                                              height: int, watched: list[str], tmp_path: Path) -> None:
+    from feedback_insights.clusters import demand
+
+    draft = pending(warehouse)[0]
+    with Warehouse(warehouse) as wh:
+        cluster_id = get_draft(wh, draft)["cluster_id"]
+        accounts = demand(wh).filter(cluster_id=cluster_id)["accounts"][0]
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{desk}/drafts/{draft}")
+    for selector in (".decision-figures .status", ".decision-figures strong", "#approve", "#edit-link", "#reason", "#reject"):
+        _on_first_screen(page, selector, width, height)
+    expect(page.locator(".decision-figures strong")).to_have_text(f"{accounts} accounts")
+    _shot(page, tmp_path, f"draft-{width}")
+    page.locator(".jump").get_by_role("link", name="Evidence").click()
+    expect(page).to_have_url(re.compile(r"#evidence$"))
+    assert page.evaluate("document.getElementById('evidence').getBoundingClientRect().top") < height / 2
+    page.locator("#edit-link").click()
+    expect(page.get_by_label("Title")).to_be_in_viewport()
+
+    page.goto(f"{desk}/drafts")  # the queue: each draft's figures on the screen, none scrolled away
+    row = page.locator("tbody tr", has=page.locator(f'a[href="/drafts/{draft}"]'))
+    for label in ("Status", "Accounts", "This week", "Reports"):
+        box = row.locator(f'td[data-label="{label}"]').bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, (label, box)
+    expect(row.locator('td[data-label="Accounts"]')).to_have_text(str(accounts))
+    if width < 820:  # a card: the labels are written beside the figures
+        assert page.evaluate("getComputedStyle(document.querySelector('td[data-label=\"Accounts\"]'), '::before').content") \
+            == '"Accounts: "'
+    _shot(page, tmp_path, f"queue-{width}")
+    page.goto(f"{desk}/clusters/{cluster_id}")
+    _on_first_screen(page, ".jump", width, height)
+    _shot(page, tmp_path, f"cluster-{width}")
     assert watched == []
 
 

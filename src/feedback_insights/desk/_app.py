@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,7 +18,7 @@ from starlette.requests import ClientDisconnect
 
 from ..clusters import default_actor
 from ..config import Config
-from . import _clusters, _digests, _drafts, _login, _unclustered
+from . import _clusters, _digests, _drafts, _login, _quotes, _unclustered
 from ._errors import DeskError
 from ._pages import page
 from ._security import COOKIE, CSP, HEADERS, Access, Sessions, person
@@ -55,7 +56,7 @@ def create_app(config: Config, host: str, token: str | None, lock_wait: float = 
         turns=Turns(config.warehouse.path, lock_wait),
     )
     app.mount("/static", StaticFiles(packages=[("feedback_insights.desk", "static")]), name="static")
-    for module in (_login, _drafts, _clusters, _unclustered, _digests):
+    for module in (_login, _drafts, _quotes, _clusters, _unclustered, _digests):
         app.include_router(module.router)
     app.add_api_route("/", lambda: RedirectResponse("/drafts", status_code=303), methods=["GET"], include_in_schema=False)
     app.middleware("http")(_guard)
@@ -114,9 +115,10 @@ def _handle_errors(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0]
-        loc = first.get("loc") or ()
+        loc: tuple[Any, ...] = tuple(first.get("loc") or ())
         name = str(loc[-1]) if loc else "request"
-        if len(loc) == 2 and loc[0] == "path" and name.endswith("_id"):  # /drafts/abc: no such page, said plainly
+        if request.method == "GET" and len(loc) == 2 and loc[0] == "path" and name.endswith("_id"):
+            # /drafts/abc: a page that cannot exist, said plainly (a form posted to one names the field)
             thing = name.removesuffix("_id")
             given = str(first.get("input", ""))
             shown = given if len(given) <= 40 else given[:39] + "\u2026"

@@ -171,6 +171,7 @@ def _evidence(report: dict[str, Any], links: EvidenceLinks) -> dict[str, Any]:
         "id": report["id"], "collector": report["collector"], "received_at": report["received_at"],
         "source": report.get("source"), "severity": report.get("severity"), "outcome": report.get("outcome"),
         "summary": _clip(words), "detail": _clip(detail or ""), "pointers": pointers,
+        "private": bool(report.get("private")),
     }
 
 

@@ -33,6 +33,7 @@ from ._lookalikes import Lookalike, lookalikes
 from ._marker import cluster_of, marker, update_marker
 from ._meaning import Meaning, cluster_meanings, recognised, vector_space
 from ._preview import PreviewError, preview_input, read_records
+from ._quotes import Quoted, QuoteError, quote_report
 from ._render import MAX_BODY, Markdown, render_body, render_emptied, render_title, render_update
 from ._review import (
     DRAFT_STATUSES,
@@ -68,6 +69,9 @@ from ._stage import (
 TABLES = frozenset({"drafts", "draft_actions", "draft_quotes", "llm_calls"})
 
 __all__ = [
+    "QuoteError",
+    "Quoted",
+    "quote_report",
     "TABLES",
     "DRAFT_STATUSES",
     "EVIDENCE_FIELDS",
