@@ -381,10 +381,10 @@ def platform_source(running: RunningPlatform, transport: str = "http", **setting
             "owners": [{"token_env": name} for name in owner_env(running.fake)], **settings}
 
 
-def clustered_platform(clustered: Path, embedder: Any) -> Path:
+def clustered_platform(folder: Path, embedder: Any) -> Path:
     """The planted sample rows ingested from the fake over HTTP, scored, clustered and drafted,
-    once per test session beside the session's clustered sample (``clustered``); copy it."""
-    built = clustered.with_name("platform.duckdb")
+    once per test session in ``folder`` (the session's base temporary folder); copy it."""
+    built = folder / "platform.duckdb"
     if built.exists():
         return built
     import os
@@ -399,7 +399,7 @@ def clustered_platform(clustered: Path, embedder: Any) -> Path:
     fake = sample_fake()
     saved = {name: os.environ.get(name) for name in owner_env(fake)}
     os.environ.update(owner_env(fake))
-    building = clustered.with_name("platform-building.duckdb")
+    building = folder / "platform-building.duckdb"
     try:
         with running_platform(fake) as running, Warehouse(building) as warehouse:
             config = Config.model_validate({"warehouse": {"path": str(building)}, "privacy": {"hmac_key": "k" * 32},

@@ -239,10 +239,11 @@ def _tracker(config: Config) -> IssueTracker:
 
 @pytest.mark.parametrize("transport", ["http", "mcp"])
 def test_a_filed_issue_s_url_reaches_the_platform_audited_and_a_refusal_is_retried(
-    platform: RunningPlatform, github: GitHubFake, clustered_sample: Path, embedder: Any, tmp_path: Path, transport: str
+    platform: RunningPlatform, github: GitHubFake, tmp_path_factory: pytest.TempPathFactory, embedder: Any, tmp_path: Path,
+    transport: str,
 ) -> None:
     fake = platform.fake
-    path = Path(shutil.copyfile(clustered_platform(clustered_sample, embedder), tmp_path / "w.duckdb"))
+    path = Path(shutil.copyfile(clustered_platform(tmp_path_factory.getbasetemp(), embedder), tmp_path / "w.duckdb"))
     config = _publishing(path, platform, github, transport)
     # One owner's token may read but not write.
     read_only = planted_owner(fake)

@@ -75,8 +75,8 @@ def inbox() -> Iterator[tuple[Inbox, int]]:
 
 
 @pytest.fixture
-def platform_warehouse(clustered_sample: Path, embedder: Any, tmp_path: Path) -> Path:
-    return Path(shutil.copyfile(clustered_platform(clustered_sample, embedder), tmp_path / "feedback.duckdb"))
+def platform_warehouse(tmp_path_factory: pytest.TempPathFactory, embedder: Any, tmp_path: Path) -> Path:
+    return Path(shutil.copyfile(clustered_platform(tmp_path_factory.getbasetemp(), embedder), tmp_path / "feedback.duckdb"))
 
 
 def _found(text: str) -> list[str]:
