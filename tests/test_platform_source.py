@@ -277,3 +277,38 @@ def test_a_filed_issue_s_url_reaches_the_platform_audited_and_a_refusal_is_retri
         # The next ingest reads the rows back as filed.
         ingest(config, wh)
         assert all(_stored(wh)[i][:2] == ("filed", filed[i]) for i in filed)
+
+
+@pytest.mark.parametrize("transport", ["http", "mcp"])
+def test_the_fake_is_as_strict_as_the_platform_design(platform: RunningPlatform, transport: str) -> None:
+    """Owner scoping, the limit, the row shape of §§5 and 7 and the write permission, through the
+    source's own clients."""
+    from feedback_insights.ingest.sources import NotFound, Refused
+    from feedback_insights.ingest.sources._platform_http import HttpFeedbackApi
+    from feedback_insights.ingest.sources._platform_mcp import McpFeedbackApi
+
+    fake = platform.fake
+    alice, bob = fake.owners()[:2]
+    url = platform.url if transport == "http" else platform.mcp_url
+    kind = HttpFeedbackApi if transport == "http" else McpFeedbackApi
+    api = kind(url, token_of(alice), "PAGS_TOKEN_0", retries=0)
+    rows = api.list(None, None, 200)
+    assert rows and {r["user_id"] for r in rows} == {alice}  # only the caller's rows
+    assert [r["ts"] for r in rows] == sorted((r["ts"] for r in rows), reverse=True)  # newest first
+    assert len(api.list(None, None, 2)) == 2
+    assert {"trace_id", "message_id", "session_id", "timeline_seq", "target_role", "target_text", "target_at",
+            "prompt_text", "context", "sentiment", "status", "issue_url"} <= set(rows[0])
+    bobs = next(r for r in fake.rows.values() if r["user_id"] == bob)
+    with pytest.raises(NotFound):
+        api.list(None, bobs["instance_id"], 10)  # another owner's instance
+    with pytest.raises(NotFound):
+        api.resolve(bobs["id"], "filed", "https://github.com/pags/console/issues/1")  # another owner's row
+    with pytest.raises(Refused, match="401"):
+        kind(url, "no-such-token-0000", "PAGS_TOKEN_X", retries=0).list(None, None, 10)
+    fake.add_token("alice-read-only", alice, scopes=("read",))
+    with pytest.raises(Refused, match="403"):
+        kind(url, "alice-read-only", "PAGS_TOKEN_R", retries=0).resolve(rows[0]["id"], "filed", None)
+    assert fake.audit == [] and fake.rows[bobs["id"]]["status"] == bobs["status"]
+    done = api.resolve(rows[0]["id"], "filed", "https://github.com/pags/console/issues/1")
+    assert done["status"] == "filed" and fake.audit[0]["feedback_id"] == rows[0]["id"]
+    assert fake.audit[0]["tool"] == ("resolve_feedback" if transport == "mcp" else "PATCH /v1/feedback/:id")
