@@ -23,7 +23,11 @@ from ._rules import (
     is_secret_kind,
 )
 
+#: A keyed fingerprint of the key the warehouse's pseudonyms were made with (never the key).
+TABLES = frozenset({"key_fingerprint"})
+
 __all__ = [
+    "TABLES",
     "ACCOUNT_KEYS",
     "DETECTORS",
     "ENVELOPE_CONTAINERS",
