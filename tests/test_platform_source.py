@@ -269,14 +269,19 @@ def test_a_filed_issue_s_url_reaches_the_platform_audited_and_a_refusal_is_retri
         assert {a["tool"] for a in fake.audit} == {"resolve_feedback" if transport == "mcp" else "PATCH /v1/feedback/:id"}
         logged = {(i, url) for i, url in wh.con.execute("SELECT id, issue_url FROM write_backs").fetchall()}
         assert logged == audited
-        # Granted the write scope, the refused rows are written on the next run, and nothing twice.
+        # Granted the write scope, the refused rows are written on the next run, and nothing twice;
+        # one of them deleted at the platform meanwhile answers 404: it is forgotten.
         fake.add_token(token_of(read_only), read_only)
+        deleted = sorted(refused)[0]
+        fake.delete(deleted)
         again = publish(config, wh, _tracker(config), {})
-        assert again.errors == [] and again.written_back == len(refused)
-        assert len(fake.audit) == len(filed)
+        assert again.errors == [] and again.written_back == len(refused) - 1
+        assert len(fake.audit) == len(filed) - 1
+        assert deleted not in _stored(wh)
+        assert wh.con.execute("SELECT count(*) FROM erasures WHERE reason LIKE '%404 on write-back%'").fetchall() == [(1,)]
         # The next ingest reads the rows back as filed.
         ingest(config, wh)
-        assert all(_stored(wh)[i][:2] == ("filed", filed[i]) for i in filed)
+        assert all(_stored(wh)[i][:2] == ("filed", filed[i]) for i in filed if i != deleted)
 
 
 @pytest.mark.parametrize("transport", ["http", "mcp"])

@@ -219,3 +219,30 @@ def test_the_digest_says_a_thumb_in_words_and_markdown_has_no_visible_entity(pla
     html, markdown = render(digest, "html"), render(digest, "md")
     assert "👎 (thumbs down)" in html and "👎" not in html.replace("👎 (thumbs down)", "")
     assert "&#8203;" not in markdown and "[filed as #\u200b503](https://github.com/pags-dev/platform/issues/503)" in markdown
+
+
+def test_an_llm_is_never_shown_a_private_report(platform_warehouse: Path) -> None:
+    """The endpoint is outside the warehouse: the prompt holds no private report's words, and a
+    cluster of private reports alone is drafted from the templates without a call (an endpoint
+    that cannot be reached would otherwise leave its error on the draft)."""
+    from feedback_insights.clusters import demand
+    from feedback_insights.config import LLMConfig
+    from feedback_insights.drafts import ChatClient, draft_input, llm_draft, prompt_messages
+
+    config = Config.model_validate({"warehouse": {"path": str(platform_warehouse)}, "privacy": {"hmac_key": KEY}})
+    with Warehouse(platform_warehouse) as wh:
+        figures = demand(wh)
+        planted = {c for (c,) in wh.con.execute(
+            """SELECT DISTINCT m.cluster_id FROM cluster_members m JOIN records r ON r.collector = m.collector AND r.id = m.id
+               WHERE m.view = 'reports' AND r.summary LIKE ?""", [f"%{PHRASE}%"]).fetchall()}
+        rows = [row for row in figures.iter_rows(named=True) if row["cluster_id"] in planted]
+        assert rows
+        for row in rows:
+            inputs = draft_input(wh, row)
+            assert inputs.private_reports == len(inputs.reports)
+            messages = prompt_messages(inputs, config.drafts, 8000)
+            assert not _found(" ".join(m["content"] for m in messages))
+            unreachable = ChatClient(LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", timeout=0.5, retries=0))
+            drafted = llm_draft(inputs, config.drafts, unreachable)
+            assert (drafted.drafted_by, drafted.llm_error, drafted.calls) == ("template", None, [])
+            assert not _found(drafted.title + drafted.body)
