@@ -292,6 +292,8 @@ CASES: list[tuple[str, int, str | None]] = [
     ("clusters unmerge 20 --config {config}", 1, "error: cluster 20 was not merged"),
     ("clusters ignore 999 --config {config}", 1, "error: no cluster 999"),
     ("clusters unignore 20 --config {config}", 1, "error: cluster 20 is not ignored"),
+    ("clusters undo 999 --config {config}", 1, "error: no correction #999"),
+    ("clusters history --format xml --config {config}", 2, "error: --format must be one of"),
     ("drafts list --status done --config {config}", 2, "error: --status must be one of: pending, approved"),
     ("drafts create 999 --config {config}", 1, "error: "),
     ("drafts show 999 --config {config}", 1, "error: no draft 999"),

@@ -43,18 +43,22 @@ def main() -> None:
 def run(args: Sequence[str]) -> int:
     """Run the command line ``args`` and return its exit status, having printed any error as
     one line (click's usage errors too, which it would print as three)."""
+    import click
     import typer
 
+    # Typer 0.2x raises its own copy of click's errors; an older typer, click's.
+    usage_errors: tuple[type[click.ClickException | typer.TyperException], ...] = (
+        click.ClickException, *([typer.TyperException] if hasattr(typer, "TyperException") else []))
     try:
         status = typer.main.get_command(app).main(args=list(args), prog_name="feedback-insights", standalone_mode=False)
-    except typer.TyperException as exc:  # click's errors (typer raises its own copy of click's)
+    except usage_errors as exc:
         context = getattr(exc, "ctx", None)
         if context is not None and exc.format_message() == context.get_help():  # a bare group: its help
             typer.echo(exc.format_message())
             return 0
         where = f" (see {context.command_path} --help)" if context is not None else ""
         return _error(_sentence(exc.format_message()) + where, 2)
-    except typer.Abort:
+    except (click.Abort, typer.Abort):
         return _error("aborted", 130)
     except Exception as exc:
         if "--debug" in args:

@@ -11,9 +11,8 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -158,14 +157,15 @@ def _waiting(cfg: Config) -> Callable[[str], None]:
     return say
 
 
-def current_context() -> click.Context | None:
-    """The running command's context. Typer 0.2x runs on a copy of click of its own, whose
-    context the installed click's ``get_current_context`` does not see (it answered None)."""
+def current_context() -> Any:
+    """The running command's click context (None outside a command). Typer 0.2x runs on a
+    copy of click of its own, whose context the installed click's ``get_current_context``
+    does not see: it answered None."""
     try:
-        from typer._click.globals import get_current_context
+        from typer._click import globals as contexts
     except ImportError:  # a typer on the installed click
-        from click import get_current_context
-    return get_current_context(silent=True)  # type: ignore[return-value]
+        import click as contexts  # type: ignore[no-redef]
+    return contexts.get_current_context(silent=True)
 
 
 def _command() -> str:

@@ -29,7 +29,7 @@ from ._app import (
     out,
     refuse_without_text,
 )
-from ._tables import Column, FormatOption, cell, chosen_format, emit, fields_text
+from ._tables import Column, FormatOption, cell, chosen_format, emit, fields_text, table_width, wrap
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -48,6 +48,8 @@ ViewOption = Annotated[str, typer.Option("--view", help="reports | goals")]
 SourceOption = Annotated[str | None, typer.Option(
     "--source", help="Only reports from agent | runtime | human (or one source value, e.g. server_observed).")]
 
+#: How far a report's words are indented below its line in ``clusters show``.
+REPORT_INDENT = "     "
 #: The figures ``clusters show`` prints, in order; counts are 0 for a cluster with no live report.
 SHOWN = ("service", "accounts", "accounts_this_week", "accounts_last_week", "accounts_agent", "accounts_runtime",
          "accounts_human", "reports", "anonymous_reports", "dismissed_reports", "sessions", "tools", "first_seen",
@@ -330,10 +332,13 @@ def clusters_show(
             f"from Monday {figures['week_start']:%Y-%m-%d})")
     for key in SHOWN:
         say(f"  {key}: {fields_text(figures[key])}")
+    width = table_width() - len(REPORT_INDENT)
     for record_id, received_at, account, text, is_dismissed in reports:
         marker = "★" if record_id == medoid_id else " "
         note = " (dismissed)" if is_dismissed else ""
-        say(f" {marker} {received_at:%Y-%m-%d} {account or 'anonymous'} {cell(record_id)}{note}: {cell(text[:160])}")
+        say(f" {marker} {received_at:%Y-%m-%d} {account or 'anonymous'} {cell(record_id)}{note}")
+        for line in wrap(cell(text[:160]), width):  # its words below it, in the width
+            say(REPORT_INDENT + line)
 
 
 def _plain_lines(line: str) -> None:

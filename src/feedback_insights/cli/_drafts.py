@@ -77,10 +77,11 @@ def _review(action: Callable[[Warehouse], T], cfg: Config) -> T:
 
 def _draft_title(row: Mapping[str, Any]) -> str:
     """The title, with what else a reviewer reads beside it: who drafted it, whether it was
-    edited or needs review, and its issue."""
+    edited or needs review, and its issue (``owner/repo#12``: a URL would be cut in the width)."""
     notes = (["LLM"] if row["drafted_by"] == "llm" else []) + (["edited"] if row["edited"] else []) + (
         ["needs review"] if row["needs_review"] else [])
-    return row["title"] + (f" ({', '.join(notes)})" if notes else "") + (f" {row['issue_url']}" if row["issue_url"] else "")
+    issue = f"{row['repo']}#{row['issue_number']}" if row["repo"] and row["issue_number"] else row["issue_url"]
+    return row["title"] + (f" ({', '.join(notes)})" if notes else "") + (f" · {issue}" if issue else "")
 
 
 #: ``drafts list``'s table; short of room, reports, cluster and this week go, in that order.

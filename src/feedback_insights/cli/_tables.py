@@ -117,7 +117,7 @@ def _scalar(value: object, format: str) -> str:
 
         text = orjson.dumps(value, default=str).decode()
     elif hasattr(value, "isoformat"):
-        text = value.isoformat()  # type: ignore[union-attr]
+        text = value.isoformat()
     else:
         text = str(value)
     return _printable(text, keep_newlines=format == "csv")
@@ -158,10 +158,10 @@ def layout(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], width: 
         shown.remove(i)
     left = width - sum(fixed[i] for i in shown if not columns[i].wraps) - len(GAP) * (len(shown) - 1)
     widths = {i: max(min(fixed[i], left), min(fixed[i], MIN_LINE)) if columns[i].wraps else fixed[i] for i in shown}
-    lines = _wrap(title, width) if title else []
+    lines = wrap(title, width) if title else []
     lines.append(_line([columns[i].header for i in shown], [columns[i] for i in shown], [widths[i] for i in shown]))
     for row in cells:
-        parts = [_wrap(row[i], widths[i]) if columns[i].wraps else [_cut(row[i], widths[i])] for i in shown]
+        parts = [wrap(row[i], widths[i]) if columns[i].wraps else [_cut(row[i], widths[i])] for i in shown]
         for depth in range(max(len(p) for p in parts)):
             lines.append(_line([p[depth] if depth < len(p) else "" for p in parts], [columns[i] for i in shown],
                                [widths[i] for i in shown]))
@@ -170,7 +170,7 @@ def layout(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], width: 
     if dropped:
         notes.append(f"left out for the width: {', '.join(dropped)} (--format tsv has every field)")
     for note in notes:
-        lines += _wrap(note, width)
+        lines += wrap(note, width)
     return lines
 
 
@@ -186,7 +186,7 @@ def _cut(text: str, width: int) -> str:
     return chop_cells(text, width - 1)[0] + "…"
 
 
-def _wrap(text: str, width: int) -> list[str]:
+def wrap(text: str, width: int) -> list[str]:
     """``text`` in lines of at most ``width`` cells, at spaces; a word longer than the line
     (a URL, a path) is cut in pieces."""
     lines: list[str] = []
