@@ -137,8 +137,8 @@ def test_an_unknown_configured_version_is_refused_even_where_clusters_name_their
         wh.con.execute("INSERT INTO clusters (view, polarity, created_at, updated_at, config_version) "
                        "VALUES ('reports', 'problem', now(), now(), '1')")
         assert in_force(wh.con, ClusteringConfig()).name == "1"  # the warehouse's version, not the default
-        with pytest.raises(UnknownVersion, match="unknown clustering version '4'; known: 1, 2, 3"):
-            in_force(wh.con, ClusteringConfig(version="4"))
+        with pytest.raises(UnknownVersion, match="unknown clustering version '5'; known: 1, 2, 3, 4"):
+            in_force(wh.con, ClusteringConfig(version="5"))
 
 
 def test_a_version_embeds_its_own_text() -> None:
@@ -156,9 +156,10 @@ def test_each_version_runs_its_own_revision_of_the_steps() -> None:
 
     from feedback_insights.clusters import smoothing_reach
 
-    first, second, third = VERSIONS["1"].settings, VERSIONS["2"].settings, VERSIONS["3"].settings
-    assert (first.algorithm, second.algorithm, third.algorithm) == (1, 2, 3)
+    first, second, third, fourth = (VERSIONS[v].settings for v in "1234")
+    assert (first.algorithm, second.algorithm, third.algorithm, fourth.algorithm) == (1, 2, 3, 4)
     assert third.model_copy(update={"version": "2", "algorithm": 2}) == second  # revision 3 changes steps, not knobs
+    assert fourth.model_copy(update={"version": "3", "algorithm": 3}) == third  # so does revision 4
     pairs_and_large = np.repeat(np.arange(23), [2] * 20 + [20, 25, 30])
     assert smoothing_reach(pairs_and_large, 15, first) == 0  # the median cluster is a pair
     assert smoothing_reach(pairs_and_large, 15, second) == 9

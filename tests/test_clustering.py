@@ -225,3 +225,60 @@ def test_a_repeated_row_lists_its_twins_first() -> None:
     indices, sims = nearest_neighbours(vectors, 3)
     assert set(indices[4, :2]) == {30, 31} and list(sims[4, :2]) == [1.0, 1.0]
     assert indices[32, 0] == 9 and indices[9, 0] == 32
+
+
+def _topic_among_pairs(seed: int = 0, dims: int = 384) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A corpus where problems come in twos: 40 reports sharing a template (cosine ≈ 0.58 to
+    each other), six pairs of them true duplicates (≈ 0.8); 30 pairs of duplicates elsewhere;
+    100 lone reports. Returns the vectors, the gold duplicate group (-1: none) and the
+    template's direction."""
+    rng = np.random.default_rng(seed)
+    template = unit(rng.normal(size=(1, dims)))
+    own = unit(rng.normal(size=(40, dims)))
+    own[1:12:2] = own[0:12:2]  # a duplicate pair says the same thing
+    in_topic = unit(0.85 * template + 0.5 * own + 0.025 * rng.normal(size=own.shape))
+    apart = unit(rng.normal(size=(30, dims)))
+    twos = unit(np.repeat(apart, 2, axis=0) + 0.03 * rng.normal(size=(60, dims)))
+    lone = unit(rng.normal(size=(100, dims)))
+    gold = np.concatenate([np.repeat(np.arange(6), 2), np.full(28, -1), 6 + np.repeat(np.arange(30), 2), np.full(100, -1)])
+    return np.vstack([in_topic, twos, lone]), gold, template
+
+
+def _as_gold(found: np.ndarray, gold: np.ndarray) -> bool:
+    """Exactly the gold duplicate groups, and nothing else clustered."""
+    if not np.array_equal(found < 0, gold < 0):
+        return False
+    pairs = set(zip(found[found >= 0].tolist(), gold[gold >= 0].tolist(), strict=True))
+    return len(pairs) == len(set(found[found >= 0].tolist())) == len(set(gold[gold >= 0].tolist()))
+
+
+def test_a_topic_of_look_alikes_is_split_into_the_duplicates_inside_it() -> None:
+    vectors, gold, _ = _topic_among_pairs()
+    before = cluster(vectors, ClusteringConfig(version="3", algorithm=3))
+    assert len(set(before[:40])) == 1 and before[0] >= 0  # revision 3 chained the whole topic into one cluster
+    found = cluster(vectors)
+    assert _as_gold(found, gold)  # the six pairs inside the topic, the thirty outside, no topic, no stray
+
+
+def test_repeats_of_one_report_stay_together_where_problems_are_pairs() -> None:
+    vectors, gold, _ = _topic_among_pairs(seed=1)
+    repeated = np.vstack([vectors, np.repeat(vectors[-1:], 4, axis=0)])  # a lone report filed four times more
+    found = cluster(repeated)
+    assert len(set(found[-5:])) == 1 and found[-1] >= 0
+    assert _as_gold(found[:-5], gold[:-1])  # the rest as before: the repeats made no dense region
+
+
+def test_a_newcomer_joins_a_clique_only_when_it_is_pair_grade_with_every_member() -> None:
+    vectors, gold, template = _topic_among_pairs(seed=2)
+    labels = cluster(vectors)
+    kept = labels >= 0
+    rng = np.random.default_rng(9)
+    third_copy = unit(vectors[:1] + vectors[1:2] + 0.03 * rng.normal(size=(1, vectors.shape[1])))[0]  # a third of the first pair
+    look_alike = unit(0.85 * template + 0.5 * unit(rng.normal(size=(1, vectors.shape[1]))))[0]  # the template, another problem
+    # As the pipeline runs: the new reports and the earlier left-overs are offered together.
+    pending = np.vstack([third_copy, look_alike, vectors[~kept]])
+    fresh = np.arange(len(pending)) < 2
+    later = place(pending, vectors[kept], labels[kept] + 100, ClusteringConfig(), fresh=fresh)
+    assert later.existing[0] == labels[0] + 100
+    assert later.existing[1] == -1 and later.new[1] == -1  # alike only by the template: it stays alone
+    assert (later.existing[2:] == -1).all() and (later.new[2:] == -1).all()  # and so do the left-overs

@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     import torch
 
 from ..config import ClusteringConfig
+from ._duplicates import cliques, pair_grade_joins, small_problems
 from ._search import Scores
 
 
@@ -208,6 +209,10 @@ def _gate_joins(
     joined = np.flatnonzero(joins >= 0)
     if len(joined) == 0:
         return joins
+    spared = curated if curated is not None else np.empty(0, np.int64)
+    if small_problems(member_ids, settings):  # the clusters are cliques (step 11): they stay cliques
+        judged = np.where(np.isin(joins, spared), -1, joins)
+        return np.where(np.isin(joins, spared), joins, pair_grade_joins(pending, members, member_ids, judged, settings, beyond))
     beyond = beyond if beyond is not None else np.empty((0, members.shape[1]), members.dtype)
     grown = np.isin(member_ids, joins[joined])
     vectors = np.vstack([members[grown], pending[joined]])
@@ -219,7 +224,6 @@ def _gate_joins(
         vectors, outsiders, gate = everything[: len(vectors)], everything[len(vectors) :], _smoothed_gate(settings)
     ids, loose = _loose(vectors, np.concatenate([member_ids[grown], joins[joined]]), gate, outsiders,
                         bool(reach) and settings.algorithm >= 2)
-    spared = curated if curated is not None else np.empty(0, np.int64)
     joins = joins.copy()
     joins[joined[np.isin(joins[joined], ids[loose & ~np.isin(ids, spared)])]] = -1
     if reach and settings.algorithm >= 3:
@@ -286,6 +290,8 @@ def cluster_centred(vectors: np.ndarray, settings: ClusteringConfig, outsiders: 
     labels = _cut(vectors, vectors, neighbours, settings, settings.merge_similarity)
     if settings.algorithm >= 2:  # the reach is read from the clusters that passed the gate
         labels = _dissolve_loose(vectors, labels, settings, outsiders)
+    if small_problems(labels, settings):  # step 11: problems come in twos and threes
+        return _renumber(cliques(vectors, settings, outsiders))
     reach = smoothing_reach(labels, k, settings)
     if reach == 0:
         return _renumber(labels if settings.algorithm >= 2 else _dissolve_loose(vectors, labels, settings, outsiders))

@@ -101,8 +101,19 @@ _V3 = dataclasses.replace(
               "for joiners and left-overs), so an incremental run no longer re-admits what the re-check took out.",
 )
 
+# Version 4: version 3's knobs and text; algorithm revision 4 (where problems come in twos and
+# threes, clusters are cliques of pair-grade reports: ``_duplicates.py``).
+_V4 = dataclasses.replace(
+    _V3,
+    name="4",
+    settings=_V3.settings.model_copy(update={"version": "4", "algorithm": 4}),
+    changelog="Issue 31: problems, not topics — where a typical problem has two or three reports, a cluster is a "
+              "clique of reports each pair of which stands out of its neighbourhood (step 11), so a topic of "
+              "look-alikes no longer chains into one cluster.",
+)
+
 #: Every released version, oldest first.
-VERSIONS: dict[str, ClusteringVersion] = {v.name: v for v in (_V1, _V2, _V3)}
+VERSIONS: dict[str, ClusteringVersion] = {v.name: v for v in (_V1, _V2, _V3, _V4)}
 #: The newest version: ``ClusteringConfig``'s default.
 LATEST = ClusteringConfig().version
 if LATEST not in VERSIONS:  # a new default version must be registered above

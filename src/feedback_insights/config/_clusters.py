@@ -47,11 +47,11 @@ class ClusteringConfig(Strict):
     does; defaults measured by benchmarks/cluster_quality.py)."""
 
     version: str = Field(
-        "3", pattern=r"^[0-9]+$",
+        "4", pattern=r"^[0-9]+$",
         description="released defaults to start from (clusters/_versions.py; a warehouse keeps the version its clusters were made with until `clusters rebuild`)",
     )
     algorithm: int = Field(
-        3, ge=1, le=3,
+        4, ge=1, le=4,
         description="the revision of the algorithm's steps a version runs (clusters/_algorithm.py says what each adds)",
     )
     pca_dimensions: int = Field(64, ge=2, le=1024)
@@ -85,6 +85,16 @@ class ClusteringConfig(Strict):
         -0.02, gt=-1, lt=1,
         description="a member of a smoothed cluster stays when, on its own vector, its nearest co-members are at most "
         "this much less alike than its nearest outsiders",
+    )
+    duplicates_up_to: int = Field(
+        2, ge=0, le=100,
+        description="where a typical clustered report's first-pass cluster has at most twice this many other members, "
+        "problems come in twos and threes: clusters are cliques of pair-grade reports (algorithm 4)",
+    )
+    pair_margin: float = Field(
+        0.2, gt=-1, lt=1,
+        description="… two reports are pair-grade when their cosine exceeds the mean of their local densities (mean "
+        "cosine to ten near distinct reports, after the closest 2 × duplicates_up_to) by this much",
     )
 
 
