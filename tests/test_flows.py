@@ -4,12 +4,17 @@ clustered sample), and a schedule that fires under ``serve``."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -19,7 +24,7 @@ import yaml
 
 from feedback_insights.config import Config, FileDropConfig, FlowsConfig, GitHubConfig, embedded_default
 
-from .conftest import REPO, write_jsonl
+from .conftest import REPO, _root_command, drafted_copy, write_jsonl
 from .github_fake import running_github
 
 
@@ -61,7 +66,16 @@ def test_the_flows_run_the_sample_end_to_end(
             "digest": embedded_default().digest.model_copy(update={"folder": tmp_path / "digests"}),
         })
         path = _write_config(config, tmp_path)
-        assert "new 439" in flows["ingest"](config=str(path))["line"]
+        ingested = flows["ingest"](config=str(path))["line"]
+        with duckdb.connect(str(config.warehouse.path), read_only=True) as con:
+            [(duplicates, quarantined)] = con.execute(
+                "SELECT count(*) FILTER (WHERE duplicate_of IS NOT NULL), (SELECT count(*) FROM quarantine) FROM records"
+            ).fetchall()
+        # Duplicates are called so, and the quarantined say where to see them.
+        assert ingested.startswith(f"new 439, {duplicates} of them duplicates (a copy of a report already stored) · ")
+        assert f" · quarantined {quarantined} (feedback-insights quarantine list) · " in ingested
+        assert ingested.endswith(" · 439 records stored in all") and "retries" not in ingested
+        assert duplicates >= 1 and quarantined >= 1
         insights = flows["insights"](config=str(path))
         with Warehouse(config.warehouse.path) as wh:
             (clusters,) = wh.con.execute("SELECT count(*) FROM clusters WHERE view = 'reports'").fetchone()
@@ -129,11 +143,19 @@ def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
     port = output.split("Prefect server: http://127.0.0.1:")[1].split()[0]
     leftover = subprocess.run(["pgrep", "-f", f"prefect server start --host 127.0.0.1 --port {port}"], capture_output=True, check=False)
     assert leftover.returncode == 1, "the Prefect server outlived serve"
-    # The schedules were left active: the next serve (or a server started on that home) fires them.
-    from feedback_insights.flows import local_server
-
-    with local_server(tmp_path / ".prefect") as server:
-        deployments = httpx.post(f"{server.api_url}/deployments/filter", json={}, timeout=30).json()
+    # The schedules were left active: the next serve (or a server started on that home) fires
+    # them. That server is started as serve starts its own, by a process then killed outright,
+    # as SIGKILL ends serve: its server goes with it.
+    holder = subprocess.Popen([sys.executable, "-c", SERVER_HOLDER, str(tmp_path / ".prefect")], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None
+        api_url, server_pid = holder.stdout.readline().split()
+        deployments = httpx.post(f"{api_url}/deployments/filter", json={}, timeout=30).json()
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    _gone(int(server_pid), "the Prefect server outlived the process that started it (killed with SIGKILL)")
     assert sorted(d["name"] for d in deployments) == ["ingest", "insights", "publish", "weekly-digest"]
     assert not any(d["paused"] for d in deployments)
     # Each with the one schedule [flows] gives it, still active.
@@ -142,6 +164,30 @@ def test_serve_fires_a_schedule_and_stops_its_server(tmp_path: Path) -> None:
     assert [(schedule.get("interval"), active) for schedule, active in served.pop("ingest")] == [(5.0, True)]
     for name, schedules in served.items():
         assert [({k: schedule.get(k) for k in never}, active) for schedule, active in schedules] == [(never, True)], name
+
+
+#: A process that starts the local Prefect server as serve does and says where it answers.
+SERVER_HOLDER = """
+import sys, time
+from pathlib import Path
+from feedback_insights.flows import local_server
+with local_server(Path(sys.argv[1])) as server:
+    print(server.api_url, server.process.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def _gone(pid: int, message: str, timeout: float = 60) -> None:
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        process.wait(timeout=timeout)
+    except psutil.NoSuchProcess:
+        return
+    except psutil.TimeoutExpired:
+        process.kill()
+        raise AssertionError(message) from None
 
 
 #: Prefect's server schedules a deployment's runs every 60 s, and ``serve``'s runner looks for
@@ -246,3 +292,88 @@ def test_the_weekly_digest_is_sent_off_the_warehouse_turn(prefect, clustered_sam
     assert len(seen) == 1 and seen[0] > 400
     with Warehouse(path) as wh:
         assert wh.con.execute("SELECT week, channel FROM digest_sends").fetchall() == [("2026-W47", "email")]
+
+
+@contextmanager
+def prefect_console() -> Iterator[io.StringIO]:
+    """What Prefect's console handler prints meanwhile, as a terminal would show it (the handler
+    holds the stream it was set up with, so capturing sys.stderr would not see it)."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+    assert handlers, "Prefect's console handler is not on the root logger"
+    shown = io.StringIO()
+    files = [h.console.file for h in handlers]
+    for handler in handlers:
+        handler.console.file = shown
+    try:
+        yield shown
+    finally:
+        for handler, file in zip(handlers, files, strict=True):
+            handler.console.file = file
+
+
+def _run(config: Path):  # noqa: ANN202 (click's Result)
+    """``feedback-insights run --config CONFIG`` in this process (a child would start a Prefect
+    server of its own), leaving the environment as it was."""
+    from click.testing import CliRunner
+
+    restored = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": None, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": None}
+    return CliRunner().invoke(_root_command(), ["run", "--config", str(config)], prog_name="feedback-insights",
+                              env=restored)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_run_with_an_unreachable_webhook_says_so_once_after_the_summary(
+    prefect, clustered_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every stage ran: the summary as usual (a second run's, over a drafted sample), one line for
+    the send that failed, exit 1; none of Prefect's failure reports or tracebacks."""
+    from feedback_insights.config import DigestConfig
+
+    path = drafted_copy(clustered_sample, tmp_path)
+    monkeypatch.setenv("FI_DEAD_HOOK", f"http://127.0.0.1:{_closed_port()}/hook")
+    config = embedded_default(path).model_copy(
+        update={"digest": DigestConfig(folder=tmp_path / "digests", webhook_env="FI_DEAD_HOOK")})
+    with prefect_console() as shown:
+        done = _run(_write_config(config, tmp_path))
+    assert done.exit_code == 1, (done.output, done.exception)
+    assert done.stderr.splitlines() == [
+        "error: weekly-digest: the digest webhook ($FI_DEAD_HOOK) could not be reached (ConnectError); gave up after 3 tries"
+    ]
+    assert "Traceback" not in shown.getvalue() and "| ERROR" not in shown.getvalue(), shown.getvalue()
+    lines = done.stdout.splitlines()
+    stages = [line.split(": ")[0] for line in lines]
+    assert stages == ["ingest", "signals", "clusters", "goal themes", "drafts", "publish", "digest", "digest", "drafts",
+                      "warehouse"], done.stdout
+    assert sorted(Path(line.split(": ")[1]).name for line in lines if line.startswith("digest: ")) == [
+        "digest-2026-W48.html", "digest-2026-W48.md"]
+    # A second run reads its sources from where the first stopped: what it read again is not
+    # set beside the warehouse's records as if it were all it found.
+    with duckdb.connect(str(path), read_only=True) as con:
+        [(stored,)] = con.execute("SELECT count(*) FROM records").fetchall()
+    assert re.fullmatch(rf"ingest: new 0 · \d+ read again, already stored · quarantined 0 · {stored} records stored in all",
+                        lines[0]), lines[0]
+
+
+def test_run_on_a_dask_scheduler_that_does_not_answer_stops_in_one_line(prefect, clustered_sample: Path, tmp_path: Path) -> None:
+    """Named by file and key at once, not after Dask's connect timeout with three tracebacks; what
+    ran before is still said."""
+    from feedback_insights.config import ConfigError
+
+    path = drafted_copy(clustered_sample, tmp_path)
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    config = embedded_default(path).model_copy(update={"flows": FlowsConfig(task_runner="dask", dask_address=address)})
+    toml = _write_config(config, tmp_path)
+    with prefect_console() as shown:
+        done = _run(toml)
+    assert isinstance(done.exception, ConfigError), (done.output, done.exception)
+    assert str(done.exception) == (f"{toml}: flows.dask_address: no Dask scheduler answers at {address} (connection refused); "
+                                   "start it, or correct the address")
+    assert "Traceback" not in shown.getvalue() and "| ERROR" not in shown.getvalue(), shown.getvalue()
+    assert [line.split(": ")[0] for line in done.stdout.splitlines()] == ["ingest", "drafts", "warehouse"], done.stdout

@@ -5,6 +5,7 @@ never DuckDB's raw lock error."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from pathlib import Path
 from feedback_insights.config import SAMPLE_HMAC_KEY
 from feedback_insights.warehouse import Warehouse, current_holder, exclusive
 
-from .conftest import run_cli
+from .conftest import REPO, run_cli
 
 HOLDER = """
 import select, sys
@@ -114,3 +115,20 @@ def test_a_killed_holder_is_not_named(tmp_path: Path) -> None:
         holder.wait(timeout=30)
     assert "the ingest flow" in (warehouse.parent / "feedback.duckdb.lock").read_text()  # left behind
     assert current_holder(warehouse) == "another process"
+
+
+def test_what_the_warehouse_leaves_in_its_folder_is_ignored_by_git(tmp_path: Path) -> None:
+    """The lock file stays (deleting an flock's file under a process waiting on it would let a
+    third take a lock of its own): the repository's .gitignore ignores it, with the warehouse
+    and its write-ahead log, so that ``git status`` after a run in a clone shows nothing new."""
+    shutil.copyfile(REPO / ".gitignore", tmp_path / ".gitignore")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    warehouse = tmp_path / "feedback.duckdb"
+    with exclusive(warehouse, "the test"), Warehouse(warehouse) as wh:
+        wh.con.execute("CREATE TABLE t AS SELECT 1 AS x")
+        wh.rewrite()
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name not in (".git", ".gitignore"))
+    assert "feedback.duckdb.lock" in left and "feedback.duckdb" in left, left
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, check=True,
+                            capture_output=True, text=True).stdout
+    assert status.splitlines() == ["?? .gitignore"], (left, status)

@@ -7,13 +7,18 @@ callback), and what happened is said once, in the command's own summary lines.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import click
+import typer
 from rich.markup import escape
 
 from ._app import ConfigOption, UserError, app, err, load_config, open_warehouse, out
@@ -36,31 +41,99 @@ def _prefect_home(cfg: Config) -> Path:
 @app.command()
 def run(config: ConfigOption = None) -> None:
     """Run the pipeline once: the ingest, insights, publish (when a GitHub repository is
-    configured) and weekly-digest flows, in order; by default on the embedded sample."""
+    configured) and weekly-digest flows, in order; by default on the embedded sample. A flow
+    that fails does not stop the others: its summary is printed as far as it got, then one
+    line says what failed, and the exit code is 1 (2 for a configuration error, which stops
+    the flows after it)."""
     cfg = load_config(config)
     _prefect_home(cfg)
+    from ..config import ConfigError
     from ..drafts import list_drafts
-    from ..flows import FLOWS
 
     publishing = bool(cfg.github.repos or cfg.github.default_repo)
     cfg.check_secrets(publishing)
-    path = str(config) if config else None
-    ingested = FLOWS["ingest"](config=path, retries=False)
-    insights = FLOWS["insights"](config=path, retries=False)
-    published = FLOWS["publish"](config=path, retries=False) if publishing else "skipped (no GitHub repository configured)"
-    digests = FLOWS["weekly-digest"](config=path, retries=False)
+    parameters = {"config": str(config) if config else None, "retries": False}
+    failures: list[str] = []
+    done: dict[str, Any] = {}
+    stopped: ConfigError | None = None
+    with _failures_said_once():
+        for name in ("ingest", "insights", "publish", "weekly-digest"):
+            if name == "publish" and not publishing:
+                done[name] = "skipped (no GitHub repository configured)"
+                continue
+            try:
+                done[name] = _flow(name, failures, **parameters)
+            except ConfigError as exc:  # every flow after would meet it too
+                stopped = exc
+                break
+    ingested, insights = done.get("ingest") or {}, done.get("insights") or {}
+    published, digests = done.get("publish"), done.get("weekly-digest") or []
+    scored = insights.get("signals")
     for stage, line in (
-        ("ingest", ingested["line"]), ("signals", f"scored {insights['signals']} new records"),
-        ("clusters", insights["reports"]), ("goal themes", insights["goals"]), ("drafts", insights["drafts"]),
+        ("ingest", ingested.get("line")), ("signals", None if scored is None else f"scored {scored} new records"),
+        ("clusters", insights.get("reports")), ("goal themes", insights.get("goals")), ("drafts", insights.get("drafts")),
         ("publish", published),
     ):
-        out.print(f"[bold]{stage}[/]: {escape(line)}", highlight=False)
+        if line is not None:
+            out.print(f"[bold]{stage}[/]: {escape(line)}", highlight=False)
     with open_warehouse(cfg) as warehouse:
         pending = list_drafts(warehouse, "pending").height
     for digest in digests:
         out.print(f"digest: {Path(digest).resolve()}", highlight=False, markup=False)
     out.print(f"drafts: {pending} waiting for review · feedback-insights drafts list", highlight=False)
     out.print(f"warehouse: {cfg.warehouse.path.resolve()}", highlight=False, markup=False)
+    for failure in failures:
+        err.print(f"[red]error[/]: {escape(failure)}", highlight=False)
+    if stopped is not None:
+        raise stopped
+    if failures:
+        raise typer.Exit(1)
+
+
+def _flow(name: str, failures: list[str], **parameters: Any) -> Any:
+    """Run the flow ``name``: what it returned; or, when it failed, what it did before it failed
+    (None when nothing), with one line in ``failures`` saying what failed. A configuration
+    error is raised."""
+    from ..config import ConfigError
+    from ..flows import FLOWS, StageFailed
+
+    state = FLOWS[name](**parameters, return_state=True)
+    if state.is_completed():
+        return state.result()
+    error = state.result(raise_on_failure=False)
+    if isinstance(error, ConfigError):
+        raise error
+    if isinstance(error, StageFailed):
+        failures.append(f"{name}: {error}")
+        return error.done
+    failures.append(f"{name}: {type(error).__name__}: {error}" if isinstance(error, BaseException)
+                    else f"{name}: {state.message or state.name}")
+    return None
+
+
+@contextmanager
+def _failures_said_once() -> Iterator[None]:
+    """Keep Prefect's own failure reports off the console: a failed task and its flow each log
+    an error with a traceback, and ``run`` says what failed itself, in one line. The Prefect
+    API (the UI's run pages) still gets them, and ``--verbose`` shows them."""
+    context = click.get_current_context(silent=True)
+    if context is not None and context.find_root().params.get("verbose"):
+        yield
+        return
+    told = _ToldByRun()
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)]
+    for handler in handlers:
+        handler.addFilter(told)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(told)
+
+
+class _ToldByRun(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.name.startswith("prefect"))
 
 
 @app.command()

@@ -9,7 +9,9 @@ about 2 s to import.
 * ``publish``: approved drafts → GitHub; issue state → known_issue → collectors; write-back.
 * ``weekly-digest``: the digest of the last complete week, written (and posted) as configured.
 
-Logs say what each stage did, in counts; never a report's text.
+Logs say what each stage did, in counts; never a report's text. A stage that did its work but
+for a part that failed (a source down, the webhook unreachable) raises :class:`StageFailed`,
+which carries what it did, so that ``run`` can say both.
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ R = TypeVar("R")
 
 #: Flow name → the [flows] setting that schedules it.
 SCHEDULE_SETTING = {"ingest": "ingest", "insights": "insights", "publish": "publish", "weekly-digest": "weekly_digest"}
+
+
+class StageFailed(RuntimeError):
+    """A flow did its work but for a part that failed: ``done`` is what it would have returned
+    (its summary), the message what failed. Prefect retries it as any failure."""
+
+    def __init__(self, reason: str, done: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.done = done
+
+    def __reduce__(self) -> tuple[Any, ...]:  # Prefect may keep a failure's exception pickled
+        return type(self), (self.reason, self.done)
 
 
 def _config(config: str | None) -> Config:
@@ -73,8 +88,8 @@ def pull_sources(cfg: Config) -> dict[str, Any]:
 
     with Warehouse(cfg.warehouse.path) as warehouse:
         summary = ingest(cfg, warehouse)
-    if summary.errors:
-        raise RuntimeError("; ".join(summary.errors))  # retried: a collector may be back soon
+    if summary.errors:  # retried: a collector may be back soon
+        raise StageFailed("; ".join(summary.errors), {"line": summary.line()})
     get_run_logger().info("ingest: %s", summary.line())
     return {"line": summary.line()}
 
@@ -156,7 +171,7 @@ def insights_flow(config: str | None = None, retries: bool = True) -> dict[str, 
     runner: a deployment loads this flow by name, so the runner cannot be fixed in advance."""
     cfg = _config(config)
     with _turn(cfg, "insights"):
-        return insights_stages.with_options(task_runner=task_runner(cfg.flows))(config, retries)
+        return insights_stages.with_options(task_runner=task_runner(cfg.flows, cfg.origin))(config, retries)
 
 
 @flow(name="insights-stages")
@@ -164,9 +179,16 @@ def insights_stages(config: str | None = None, retries: bool = True) -> dict[str
     """Takes the configuration's path, not the configuration: flow parameters are stored by
     the Prefect API, and the configuration holds account names and secrets."""
     cfg = _config(config)
-    scored = score(cfg)
-    clustered = cluster(cfg)
-    return {"signals": scored, **clustered, "drafts": _retrying(draft, retries)(cfg)}
+    done: dict[str, Any] = {}
+    try:
+        done["signals"] = score(cfg)
+        done.update(cluster(cfg))
+        done["drafts"] = _retrying(draft, retries)(cfg)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise StageFailed(_reason(exc), done) from exc
+    return done
 
 
 @task(name="publish", cache_policy=NO_CACHE, **NETWORK_RETRIES)
@@ -175,7 +197,7 @@ def publish_drafts(cfg: Config) -> str:
 
     run = publish_configured(cfg)
     if run.errors:
-        raise RuntimeError("; ".join(run.errors))
+        raise StageFailed("; ".join(run.errors), run.line())
     get_run_logger().info("publish: %s", run.line())
     return run.line()
 
@@ -213,8 +235,23 @@ def digest_flow(config: str | None = None, week: str | None = None, retries: boo
     cfg = _config(config)
     with _turn(cfg, "weekly-digest"):
         done = write_digest(cfg, week)
-    _retrying(send_digest, retries)(cfg, done.digest)
-    return [str(p) for p in done.paths]
+    paths = [str(p) for p in done.paths]
+    try:
+        _retrying(send_digest, retries)(cfg, done.digest)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise StageFailed(_reason(exc), paths) from exc
+    return paths
+
+
+def _reason(exc: BaseException) -> str:
+    """A failure in one line: our own errors say what happened; another's needs its type."""
+    from ..digest import DigestError
+
+    if isinstance(exc, StageFailed | DigestError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def schedule(settings: FlowsConfig, name: str) -> Schedule:
@@ -232,6 +269,7 @@ __all__ = [
     "SCHEDULE_SETTING",
     "LocalServer",
     "ServerError",
+    "StageFailed",
     "digest_flow",
     "ingest_flow",
     "insights_flow",

@@ -4,7 +4,9 @@ Prefect's ephemeral mode cannot fire schedules ("Cannot schedule flows on an eph
 server"), so the embedded default runs a real one: SQLite in its own ``PREFECT_HOME``, bound to
 127.0.0.1, analytics off, stopped (and waited for) when ``serve`` stops. If it dies while
 ``serve`` runs, ``serve`` stops too (:func:`interrupted_if_gone`): Prefect's clients would
-otherwise retry and print a websocket traceback forever.
+otherwise retry and print a websocket traceback forever. If ``serve`` itself is killed (SIGKILL
+gives it no chance to stop anything), the server goes too: it asks Linux for a signal when its
+parent dies, as the ingest workers do.
 """
 
 from __future__ import annotations
@@ -61,6 +63,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+#: Run as ``python -c`` before the server: ask for SIGTERM when the parent (the thread that
+#: started it: ``serve``'s main thread) dies, make sure it has not died already, then become the
+#: server (the request outlives exec, so the server's own process is the one signalled).
+_DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
 def server_environment(home: Path) -> dict[str, str]:
     return {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
@@ -72,8 +87,9 @@ def local_server(home: Path, port: int | None = None) -> Iterator[LocalServer]:
     port = port or free_port()
     log_path = home / "server.log"
     log = log_path.open("ab")
+    server_command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     child = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *server_command],
         env=server_environment(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     server = LocalServer(f"http://127.0.0.1:{port}/api", child, log_path)
