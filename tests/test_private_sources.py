@@ -12,6 +12,7 @@ the owner can open. A maintainer may still quote one report, explicitly, with wh
 from __future__ import annotations
 
 import email
+import re
 import shutil
 import socket
 from collections.abc import Iterator
@@ -84,6 +85,20 @@ def _found(text: str) -> list[str]:
     return [word for word in PLANTED if word.lower() in lowered]
 
 
+def _words(text: str) -> str:
+    """Text as its words alone (lower case, letters and digits): escaping, quoting and line
+    breaks cannot hide a sentence from the search."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _openings(wh: Warehouse) -> set[str]:
+    """The first six words of every private report's own words and of the turn it quotes:
+    any one of them in an output is a report quoted."""
+    rows = wh.con.execute("""SELECT summary, json_extract_string(evidence, '$.target_text'),
+                                    json_extract_string(evidence, '$.prompt_text') FROM records""").fetchall()
+    return {" ".join(words[:6]) for row in rows for text in row if text and len(words := _words(text).split()) >= 6}
+
+
 def _planted_records(wh: Warehouse) -> list[dict[str, Any]]:
     rows = wh.con.execute("SELECT id, trace_id, message_id, summary FROM records WHERE summary LIKE ?",
                           [f"%{PHRASE}%"]).fetchall()
@@ -113,6 +128,7 @@ def test_nothing_an_owner_wrote_leaves_the_warehouse_and_the_desk(
             assert private_collectors(wh.con) == {"pags"}
             planted = _planted_records(wh)
             assert len(planted) >= 5  # the control: the warehouse holds the owner's words
+            openings = _openings(wh)
             for (draft_id,) in wh.con.execute("SELECT id FROM drafts WHERE status = 'pending'").fetchall():
                 approve(wh, draft_id, "maria")
             run = publish(config, wh, IssueTracker(config.github, gh.token, sleep=lambda s: None), {})
@@ -157,6 +173,9 @@ def test_nothing_an_owner_wrote_leaves_the_warehouse_and_the_desk(
     }
     leaks = {where: _found(text) for where, texts in outputs.items() for text in texts if _found(text)}
     assert leaks == {}
+    # Nor any other owner's words: no output holds the opening of any private report or turn.
+    quoted = {where: [o for o in openings if o in _words(text)] for where, texts in outputs.items() for text in texts}
+    assert {where: found for where, found in quoted.items() if found} == {}
     # The desk shows the owner's words (it is the owner's side of the line).
     desk = Config.model_validate({"warehouse": {"path": str(platform_warehouse)}, "privacy": {"hmac_key": KEY}})
     desk = desk.model_copy(update={"desk": DeskConfig(reviewer="rita")})
