@@ -334,3 +334,20 @@ def test_each_error_has_its_status_and_one_error_line(
     assert len(errors) == 1 and "Traceback" not in stderr, stderr  # normalise adds its count of records
     if case.startswith("collector serve"):
         assert stdout == ""  # the address is announced once it is bound, never before
+
+
+def test_records_show_prints_its_fields_and_signals_as_text_and_no_escape_sequence(folder: Path, tmp_path: Path) -> None:
+    """A report's text went to the terminal as it was stored: rich passes escape sequences and
+    bidirectional overrides on. Its signals were never printed."""
+    sample_copy(folder / "feedback.duckdb", tmp_path)
+    with Warehouse(tmp_path / "feedback.duckdb") as wh:
+        (record,) = wh.con.execute("SELECT id FROM records ORDER BY id LIMIT 1").fetchone()
+        wh.con.execute("UPDATE records SET summary = ? WHERE id = ?", ["\x1b[2Jwiped\x1b[0m \u202eevil\u202c\nline", record])
+    (tmp_path / "c.toml").write_text(f'[warehouse]\npath = "{tmp_path / "feedback.duckdb"}"\n'
+                                     f'[privacy]\nhmac_key = "{SAMPLE_HMAC_KEY}"\n')
+    status, stdout, stderr = invoke("records", "show", record, "--config", str(tmp_path / "c.toml"))
+    assert status == 0, stderr
+    assert all(line.isprintable() for line in stdout.splitlines()), stdout
+    assert "  summary: [2Jwiped [0m evil line\n" in stdout  # the words stay, as text on one line
+    assert re.search(r"^  received_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", stdout, re.MULTILINE)
+    assert re.search(r"^  signals\.sentiment: -?\d+\.\d\d$", stdout, re.MULTILINE)

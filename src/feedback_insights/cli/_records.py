@@ -22,6 +22,7 @@ from ._app import (
     out,
     warehouse_turn,
 )
+from ._tables import cell, fields_text
 
 records_app = typer.Typer(
     no_args_is_help=True,
@@ -53,11 +54,14 @@ def records_show(
             continue
         clusters = ", ".join(f"{view} {c['cluster_id'] or '—'}" + (f" ({c['label']})" if c["label"] else "")
                              for view, c in item["clusters"].items()) or "not clustered yet"
-        out.print(f"[bold]{escape(item['collector'])}:{escape(item['id'])}[/]  {item['dialect']} · "
-                  f"status {item['status'] or '—'} · {escape(clusters)}", highlight=False)
+        # Report text is hostile: one printable line per field (rich passes escape sequences on).
+        out.print(f"[bold]{escape(cell(item['collector']))}:{escape(cell(item['id']))}[/]  {item['dialect']} · "
+                  f"status {item['status'] or '—'} · {escape(cell(clusters))}", highlight=False)
         for name, value in item.items():
             if name not in ("clusters", "history", "signals") and value is not None:
-                out.print(f"  {name}: {escape(str(value))}", highlight=False)
+                out.print(f"  {name}: {fields_text(value, seconds=True)}", highlight=False, markup=False)
+        for name, value in (item["signals"] or {}).items():
+            out.print(f"  signals.{name}: {fields_text(value)}", highlight=False, markup=False)
         for change in item["history"]:
             out.print(f"  status {change['status']} seen {change['seen_at']:%Y-%m-%d %H:%M}"
                       + (f" ({escape(change['issue_url'])})" if change["issue_url"] else ""), highlight=False)

@@ -203,10 +203,10 @@ def wrap(text: str, width: int) -> list[str]:
     return [*lines, line] if line or not lines else lines
 
 
-def fields_text(value: object) -> str:
+def fields_text(value: object, seconds: bool = False) -> str:
     """A figure as ``clusters show`` and ``records show`` print it: counts as numbers, a ratio
-    to two places, a time to the minute in UTC, lists and counts by kind as words (never a
-    Python repr)."""
+    to two places, a time to the minute in UTC (to the second with ``seconds``: a record's own
+    times), lists and counts by kind as words (never a Python repr)."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -218,5 +218,6 @@ def fields_text(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(cell(v) for v in value) or "none"
     if isinstance(value, datetime):
-        return f"{value.astimezone(UTC) if value.tzinfo else value:%Y-%m-%d %H:%M} UTC"
+        shown = value.astimezone(UTC) if value.tzinfo else value
+        return f"{shown:%Y-%m-%d %H:%M:%S} UTC" if seconds else f"{shown:%Y-%m-%d %H:%M} UTC"
     return cell(value)
