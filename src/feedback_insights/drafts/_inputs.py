@@ -163,10 +163,12 @@ class DraftInput:
         """A name that quotes no one: the tool or endpoint most reports name (else the
         service), the category most of them have, in words, and the terms many use."""
         tools = [r["tool"] for r in self.reports if r.get("tool")]
-        common = max(set(tools), key=tools.count) if tools else None
+        common = max(sorted(set(tools)), key=tools.count) if tools else None
         thing = common if common and tools.count(common) * 2 >= len(self.reports) else self.service
-        categories = [str(r["category"]) for r in self.reports if r.get("category")]
-        what = max(set(categories), key=categories.count).replace("_", " ") if categories else "reports"
+        # The category, in words; "other" says nothing, so the lane says it ("positive feedback").
+        kinds = [str(r["category"] if r.get("category") not in (None, "other") else r.get("lane") or "reports")
+                 for r in self.reports]
+        what = max(sorted(set(kinds)), key=kinds.count).replace("_", " ") if kinds else "reports"
         terms = self.shown_terms()[:3]
         return f"{thing}: {what}" + (f" ({', '.join(terms)})" if terms else "")
 
