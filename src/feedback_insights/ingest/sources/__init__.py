@@ -66,10 +66,6 @@ __all__ = [
 #: The cursor key a source's privacy is stored under (``true`` or ``false``).
 PRIVATE_KEY = "private"
 
-# The platform kind, until the package metadata declares its entry point as it does the others.
-if "platform" not in SOURCES.names():
-    SOURCES.register("platform", PlatformSource)
-
 
 class Source(Protocol):
     kind: ClassVar[str]
