@@ -156,7 +156,7 @@ class PlatformSource:
         yield Batch([], self._uri(), {INSTANCES_KEY: _listed(instances)}, present=sorted(reading.ids) if complete else None)
         if failures or reading.gaps:
             why = "; ".join([*failures, *reading.gaps])
-            raise PlatformError(f"source {self.name!r}: {why}; nothing was forgotten this run")
+            raise PlatformError(f"{why}; nothing was forgotten this run")  # the runner names the source
 
     def _owner(self, api: FeedbackApi, owner: PlatformOwner, known: set[str], reading: _Reading) -> Iterator[Batch]:
         uri = owner_uri(self.config, owner)
