@@ -54,6 +54,14 @@ compilation per process, so neither is used directly. The steps:
     out in step 9 from a cluster it then fits no worse than its neighbours, was otherwise
     offered again only by the next run, so one run and two runs over the same reports differed.
 
+11. **Problems that come in twos and threes** (revision 4, :mod:`._duplicates`): where the
+    first pass's typical cluster (median over clustered reports, after the gate) has at most
+    ``2 × duplicates_up_to + 1`` members, steps 8–10 do not run and the clusters are instead
+    the complete-linkage cliques of pair-grade reports (cosine above the mean of the two
+    reports' local densities by ``pair_margin``): HDBSCAN and the merge chain look-alikes into
+    topics there (bug reports sharing a template), and a clique cannot chain. Joiners of such
+    a partition's clusters must be pair-grade with every member (:func:`_gate_joins`).
+
 Incremental runs (:func:`place`): new reports first try to join existing clusters with
 :func:`assign`, and a cluster they join must still pass the gate of step 7 with them in it, or
 step 8's on smoothed vectors where the partition's clusters are large enough for step 8 (else
@@ -81,8 +89,8 @@ path; forcing the index on them moves BCubed F1 by at most 0.004 (0.007 with rev
 clustered by an old version goes on clustering with that version's steps): revision 1 (issue 17)
 smooths towards one fewer neighbours than the median first-pass cluster has members, measured
 before the gate; gates smoothed clusters by all their pairs, as step 7; and has no step 9.
-Revision 2 (issue 18) has no step 10 and does not re-check joiners. Revision 3 (issue 20) is
-what the steps above describe.
+Revision 2 (issue 18) has no step 10 and does not re-check joiners. Revision 3 (issue 20) has
+no step 11. Revision 4 (issue 31) is what the steps above describe.
 """
 
 from __future__ import annotations
