@@ -120,6 +120,9 @@ def _failures_said_once() -> Iterator[None]:
     if context is not None and context.find_root().params.get("verbose"):
         yield
         return
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()  # Prefect makes its console handler on first use: the filter goes on that one
     told = _ToldByRun()
     handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)]
     for handler in handlers:
