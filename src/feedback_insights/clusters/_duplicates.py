@@ -43,6 +43,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ..config import ClusteringConfig
+from ._knn import _twins, nearest_neighbours
 
 #: Nearest distinct reports a report's local density averages over.
 DENSITY_K = 10
@@ -65,8 +66,6 @@ def densities(vectors: np.ndarray, settings: ClusteringConfig, outsiders: np.nda
     report's own problem (so a problem of five or eight reports is not its own dense region);
     0, the centred background, for a row with none that far. Identical rows are one: a report
     filed ten times is not a dense region either."""
-    from ._algorithm import _twins, nearest_neighbours
-
     everything = vectors if outsiders is None or not len(outsiders) else np.vstack([vectors, outsiders])
     kinds, first = np.unique(_twins(everything), return_index=True)
     of_row = np.searchsorted(kinds, _twins(everything))
@@ -84,8 +83,6 @@ def cliques(vectors: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarr
     (``outsiders``, placed elsewhere, count in the densities only); -1 for a report in none."""
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform
-
-    from ._algorithm import _twins, nearest_neighbours
 
     n = len(vectors)
     labels = np.full(n, -1, dtype=np.int64)
@@ -127,8 +124,6 @@ def pair_grade_joins(
     """The joins a clique may take: a newcomer joins its cluster only when it is pair-grade with
     every member and with every newcomer admitted before it (closest to the cluster first), so
     a grown cluster is still a clique — what one run over everything would have made of it."""
-    from ._algorithm import _twins
-
     joined = np.flatnonzero(joins >= 0)
     if len(joined) == 0:
         return joins

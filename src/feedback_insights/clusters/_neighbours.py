@@ -125,7 +125,7 @@ def _dots(queries: np.ndarray, vectors: np.ndarray, keys: np.ndarray) -> np.ndar
 
 
 def knn(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Approximate k-nearest neighbours of each row among the others (``_algorithm._topk``'s answer)."""
+    """Approximate k-nearest neighbours of each row among the others (``_knn._topk``'s answer)."""
     return Neighbourhood(vectors).of_rows(np.arange(len(vectors)), k)
 
 
