@@ -297,9 +297,13 @@ def test_the_weekly_digest_is_sent_off_the_warehouse_turn(prefect, clustered_sam
 @contextmanager
 def prefect_console() -> Iterator[io.StringIO]:
     """What Prefect's console handler prints meanwhile, as a terminal would show it (the handler
-    holds the stream it was set up with, so capturing sys.stderr would not see it)."""
+    holds the stream it was set up with, so capturing sys.stderr would not see it). Prefect
+    makes it on first use; a real ``run`` process starts without it (checked by hand: the
+    README's pasted output)."""
+    from prefect.logging.configuration import ensure_logging_setup
     from prefect.logging.handlers import PrefectConsoleHandler
 
+    ensure_logging_setup()
     handlers = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
     assert handlers, "Prefect's console handler is not on the root logger"
     shown = io.StringIO()
