@@ -27,8 +27,9 @@ tried on both; 0.2 the only value above the best single-threshold linkage on the
 above revision 3 on every draw of the second), checked against the 1,000- and 2,000-text
 draws, hwu64 and the full sets, which never take this path (``benchmarks/cluster_quality.py``):
 bug_duplicates pairwise F1 0.013 → 0.131 (complete linkage at its best single threshold,
-picked with the answers, 0.115); clinc150 300 BCubed F1 0.772 / 0.786 / 0.735 → 0.837 /
-0.822 / 0.790.
+picked with the answers, 0.115); clinc150 300 BCubed F1 0.772 / 0.786 / 0.735 → 0.813 /
+0.798 / 0.745 (0.837 / 0.822 / 0.790 before the cosine floor, which a unit test of eight
+reports needed: two unrelated reports stood out of densities read from far neighbours).
 
 Linking is read from each report's ``neighbours`` nearest (the neighbour graph of step 2), so
 a cluster's candidates are the connected components of pair-grade links — a few reports each
@@ -58,6 +59,13 @@ def small_problems(labels: np.ndarray, settings: ClusteringConfig) -> bool:
     if settings.algorithm < 4 or not len(sizes):
         return False
     return (int(np.median(np.repeat(sizes, sizes))) - 1) // 2 <= settings.duplicates_up_to
+
+
+def pair_floor(settings: ClusteringConfig) -> float:
+    """The cosine below which two reports are never pair-grade, whatever their densities: the
+    one two left-over reports need to pair in step 6. In a partition of a handful of reports
+    the densities are read from far neighbours, and two unrelated reports stood out of them."""
+    return max(settings.join_nearest, settings.join_centroid, settings.min_cohesion)
 
 
 def densities(vectors: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarray | None = None) -> np.ndarray:
@@ -93,7 +101,8 @@ def cliques(vectors: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarr
     k = min(settings.neighbours, n - 1)
     near, sims = nearest_neighbours(vectors, k, twins=twins, approximate_from=settings.approximate_from)
     rows = np.repeat(np.arange(n), k)
-    linked = (sims - (density[:, None] + density[near]) / 2 >= settings.pair_margin) | (twins[:, None] == twins[near])
+    alike = sims >= pair_floor(settings)
+    linked = (alike & (sims - (density[:, None] + density[near]) / 2 >= settings.pair_margin)) | (twins[:, None] == twins[near])
     graph = sp.csr_matrix((np.ones(int(linked.sum())), (rows[linked.ravel()], near[linked])), shape=(n, n))
     _, component = csgraph.connected_components(graph, directed=False)
     sizes = np.bincount(component)
@@ -103,7 +112,8 @@ def cliques(vectors: np.ndarray, settings: ClusteringConfig, outsiders: np.ndarr
         if len(group) < 2:
             continue
         group = np.sort(group)
-        margin = vectors[group] @ vectors[group].T - (density[group][:, None] + density[group][None, :]) / 2
+        cosines = vectors[group] @ vectors[group].T
+        margin = np.where(cosines >= pair_floor(settings), cosines - (density[group][:, None] + density[group][None, :]) / 2, -1)
         margin[twins[group][:, None] == twins[group][None, :]] = np.inf  # one report filed twice
         distance = 1 - np.minimum(margin, 1)  # ≥ 0; pair-grade ⇔ distance ≤ 1 − pair_margin
         np.fill_diagonal(distance, 0)
@@ -138,7 +148,8 @@ def pair_grade_joins(
         these = np.flatnonzero(joins[joined] == cluster)
         own = np.flatnonzero(member_ids == cluster)
         to_members = pending[joined[these]] @ members[own].T
-        margin = to_members - (joiner_density[these][:, None] + member_density[own][None, :]) / 2
+        margin = np.where(to_members >= pair_floor(settings),
+                          to_members - (joiner_density[these][:, None] + member_density[own][None, :]) / 2, -1)
         margin[joiner_twin[these][:, None] == member_twin[own][None, :]] = np.inf
         worst = margin.min(axis=1)
         kept: list[int] = []
@@ -147,7 +158,9 @@ def pair_grade_joins(
             if worst[i] < settings.pair_margin:
                 continue
             if kept:
-                with_new = pending[joined[j]] @ pending[joined[kept]].T - (joiner_density[j] + joiner_density[kept]) / 2
+                cosines = pending[joined[j]] @ pending[joined[kept]].T
+                with_new = np.where(cosines >= pair_floor(settings),
+                                    cosines - (joiner_density[j] + joiner_density[kept]) / 2, -1)
                 with_new[joiner_twin[j] == joiner_twin[kept]] = np.inf
                 if with_new.min() < settings.pair_margin:
                     continue
