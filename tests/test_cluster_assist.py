@@ -91,7 +91,7 @@ def setup(tmp_path: Path) -> tuple[Config, Path]:
     write_jsonl(drop / "first.jsonl", [_afp(f"g{i}", t, "search_files") for i, t in enumerate(GLOB)]
                 + [_afp(f"w{i}", t, "/webhooks") for i, t in enumerate(WEBHOOK)]
                 + [_afp(f"r{i}", t, "/companies") for i, t in enumerate(RATE)])
-    config = Config(warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k"),
+    config = Config(warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k" * 32),
                     sources=[FileDropConfig(kind="files", name="drop", path=drop)])
     return config, drop
 
@@ -411,7 +411,7 @@ def test_clusters_update_says_when_the_endpoint_failed(setup, embedder, tmp_path
     with running_llm() as fake:  # nothing scripted: every call is a 500
         toml = tmp_path / "feedback-insights.toml"
         toml.write_text(
-            f'[warehouse]\npath = "{config.warehouse.path}"\n[privacy]\nhmac_key = "k"\n'
+            f'[warehouse]\npath = "{config.warehouse.path}"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n'
             f'[llm]\nbase_url = "{fake.url}"\nmodel = "fake-model"\nkey_env = "FI_TEST_LLM_KEY"\n'
             'retries = 0\ntimeout = 2\nclustering = ["statements", "names"]\n'
         )
