@@ -107,7 +107,7 @@ def write_config(workdir: Path) -> Path:
     config = workdir / "collector.toml"
     config.write_text(
         "[privacy]\n"
-        'hmac_key = "benchmark-key"\n\n'
+        'hmac_key = "benchmark-key-xxxxxxxxxxxxxxxxxx"\n\n'
         "[collector]\n"
         f'db = "{workdir / "collector.sqlite"}"\n'
         f'service = "{SERVICE}"\n'

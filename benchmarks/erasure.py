@@ -506,7 +506,7 @@ def approve_pending(config_path: Path) -> int:
     with Warehouse(cfg.warehouse.path) as wh:
         pending = [i for (i,) in wh.con.execute("SELECT id FROM drafts WHERE status = 'pending' ORDER BY id").fetchall()]
         for draft_id in pending:
-            approve(wh, draft_id, "erasure-benchmark")
+            approve(wh, draft_id, "erasure-benchmark-xxxxxxxxxxxxxx")
     return len(pending)
 
 
@@ -677,7 +677,7 @@ def build_big(folder: Path, n: int) -> tuple[Path, Config]:
         for i in range(n):
             handle.write(orjson.dumps(afp_record(rng, i)) + b"\n")
     path = folder / f"big-{n}.duckdb"
-    config = Config(privacy=PrivacyConfig(hmac_key="erasure-benchmark"), warehouse=WarehouseConfig(path=path),
+    config = Config(privacy=PrivacyConfig(hmac_key="erasure-benchmark-xxxxxxxxxxxxxx"), warehouse=WarehouseConfig(path=path),
                     ingest=IngestConfig(batch_size=10_000),
                     sources=[FileDropConfig(kind="files", name="bench", path=data, service="pags")])
     with Warehouse(path) as wh:

@@ -45,7 +45,7 @@ from feedback_insights.warehouse import Warehouse
 TYPES = ["missing_capability", "bug", "unclear_documentation", "unexpected_response", "unhelpful_error", "performance", "other"]
 WORDS = ["search", "filter", "export", "page", "cursor", "webhook", "token", "field", "schema", "timeout", "retry", "company", "job", "contact"]
 
-PRIVACY = PrivacyConfig(hmac_key="benchmark-key")
+PRIVACY = PrivacyConfig(hmac_key="benchmark-key-xxxxxxxxxxxxxxxxxx")
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -129,7 +129,7 @@ from feedback_insights.config import Config, FileDropConfig, IngestConfig, Priva
 from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
 data, db = Path(sys.argv[1]), Path(sys.argv[2])
-config = Config(privacy=PrivacyConfig(hmac_key="benchmark-key"), warehouse=WarehouseConfig(path=db),
+config = Config(privacy=PrivacyConfig(hmac_key="benchmark-key-xxxxxxxxxxxxxxxxxx"), warehouse=WarehouseConfig(path=db),
                 ingest=IngestConfig(batch_size=10_000), sources=[FileDropConfig(kind="files", name="bench", path=data, service="pags")])
 with Warehouse(db) as warehouse:
     ingest(config, warehouse)

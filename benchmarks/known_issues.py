@@ -244,7 +244,7 @@ def collector(folder: Path) -> Iterator[Server]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = folder / "collector.toml"
-    config.write_text(f'[privacy]\nhmac_key = "benchmark-key"\n\n[collector]\ndb = "{folder / "collector.sqlite"}"\n'
+    config.write_text(f'[privacy]\nhmac_key = "benchmark-key-xxxxxxxxxxxxxxxxxx"\n\n[collector]\ndb = "{folder / "collector.sqlite"}"\n'
                       f'service = "{SERVICE}"\nrate_limit_per_account = 0\nrate_limit_per_ip = 0\n'
                       f'pipeline_keys = ["{hash_key(PIPELINE_KEY)}"]\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEEDBACK_INSIGHTS_")}

@@ -517,7 +517,7 @@ def run_size(n: int) -> dict:
         (drop / "part1.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in first))
         config = Config(
             warehouse=WarehouseConfig(path=Path(tmp) / "wh.duckdb"),
-            privacy=PrivacyConfig(hmac_key="benchmark-key"),
+            privacy=PrivacyConfig(hmac_key="benchmark-key-xxxxxxxxxxxxxxxxxx"),
             sources=[FileDropConfig(kind="files", name="bench", path=drop)],
         )
         embedder = TimedEmbedder()

@@ -41,7 +41,7 @@ from feedback_insights.warehouse import Warehouse
 
 def write_config(config: Config, folder: Path) -> Path:
     data = config.model_dump(mode="json", exclude_none=True)
-    data["privacy"] = {"hmac_key": "scale-out-benchmark"}
+    data["privacy"] = {"hmac_key": "scale-out-benchmark-xxxxxxxxxxxx"}
     path = folder / "feedback-insights.toml"
     path.write_bytes(tomli_w.dumps(data).encode())
     return path
@@ -68,7 +68,7 @@ def main(n: int, workers: int) -> None:
         (drop / "records.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in Synth().batch(n, first_day=0, days=56)))
         base = Config(
             warehouse=WarehouseConfig(path=root / "base.duckdb"),
-            privacy=PrivacyConfig(hmac_key="scale-out-benchmark"),
+            privacy=PrivacyConfig(hmac_key="scale-out-benchmark-xxxxxxxxxxxx"),
             sources=[FileDropConfig(kind="files", name="bench", path=drop)],
         )
         with Warehouse(base.warehouse.path) as wh:

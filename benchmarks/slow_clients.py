@@ -73,7 +73,7 @@ def write_config(workdir: Path, args: argparse.Namespace) -> Path:
         f"header_timeout = {args.header_timeout}\nmax_connections = {args.max_connections}\n")
     config = workdir / "collector.toml"
     config.write_text(
-        '[privacy]\nhmac_key = "benchmark-key"\n\n[collector]\n'
+        '[privacy]\nhmac_key = "benchmark-key-xxxxxxxxxxxxxxxxxx"\n\n[collector]\n'
         f'db = "{workdir / "collector.sqlite"}"\nrate_limit_per_account = 0\nrate_limit_per_ip = 0\n{limits}'
     )
     return config

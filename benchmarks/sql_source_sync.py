@@ -71,7 +71,7 @@ def main(n: int) -> None:
         db, warehouse_path = Path(folder) / "app.sqlite", Path(folder) / "feedback.duckdb"
         build_table(db, n)
         source = SqlTableConfig(kind="sql", name="console", path=db, service="pags", lookback_seconds=600)
-        config = Config(privacy=PrivacyConfig(hmac_key="benchmark-key"),
+        config = Config(privacy=PrivacyConfig(hmac_key="benchmark-key-xxxxxxxxxxxxxxxxxx"),
                         warehouse=WarehouseConfig(path=warehouse_path), sources=[source])
         table = Table(title=f"SQL source sync, {n:,} rows")
         for column in ("run", "seconds", "rows/s of the table", "what changed"):

@@ -21,7 +21,7 @@ INGEST_KEY = "ingest-key-0001"
 #: A second service's key: it may delete only what it forwarded itself.
 OTHER_INGEST_KEY = "ingest-key-0002"
 PIPELINE_KEY = "pipeline-key-0001"
-HMAC_KEY = "collector-test-key"
+HMAC_KEY = "collector-test-key-xxxxxxxxxxxxx"
 
 
 @dataclass

@@ -116,7 +116,7 @@ def whole_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     _inputs(inputs)
     config = work / "feedback-insights.toml"
     config.write_text(
-        '[privacy]\nhmac_key = "canary-test-key"\n[warehouse]\npath = "feedback.duckdb"\n[digest]\nfolder = "digests"\n'
+        '[privacy]\nhmac_key = "canary-test-key-xxxxxxxxxxxxxxxx"\n[warehouse]\npath = "feedback.duckdb"\n[digest]\nfolder = "digests"\n'
         f'[[sources]]\nkind = "files"\nname = "drop"\npath = "{inputs / "drop"}"\n'
         f'[[sources]]\nkind = "sql"\nname = "console"\npath = "{inputs / "session.sqlite"}"\nservice = "pags-console"\n'
     )

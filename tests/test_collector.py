@@ -239,7 +239,7 @@ def test_a_wrong_key_or_a_dead_collector_is_one_clear_error(tmp_path: Path, serv
     monkeypatch.setenv("WRONG", "nope")
     config = Config(
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
-        privacy=PrivacyConfig(hmac_key="k"),
+        privacy=PrivacyConfig(hmac_key="k" * 32),
         sources=[HttpCollectorConfig(kind="http", name="a", url=server.url, key_env="WRONG"),
                  HttpCollectorConfig(kind="http", name="b", url="http://127.0.0.1:9", key_env="WRONG", retries=1)],
     )

@@ -43,7 +43,7 @@ def warehouse(tmp_path: Path):
     write_jsonl(drop / "records.jsonl", [*steady, *rising, *new, *late])
     config = Config(
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
-        privacy=PrivacyConfig(hmac_key="k"),
+        privacy=PrivacyConfig(hmac_key="k" * 32),
         sources=[FileDropConfig(kind="files", name="drop", path=drop)],
     )
     with Warehouse(config.warehouse.path) as wh:

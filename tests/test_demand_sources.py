@@ -97,14 +97,14 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
                               FROM records WHERE coalesce(request_id, id) IN (SELECT unnest(?))""",
                            [cluster_id, now, [_key(o) for o in objs]])
     (folder / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "wh.duckdb"\n[privacy]\nhmac_key = "k"\n[[sources]]\nname = "drop"\nkind = "files"\n'
+        '[warehouse]\npath = "wh.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[[sources]]\nname = "drop"\nkind = "files"\n'
         f'path = "drop"\nservice = "{SERVICE}"\n'
     )
     return folder
 
 
 def _config(folder: Path) -> Config:
-    return Config(warehouse=WarehouseConfig(path=folder / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k"),
+    return Config(warehouse=WarehouseConfig(path=folder / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k" * 32),
                   sources=[FileDropConfig(kind="files", name="drop", path=folder / "drop", service=SERVICE)])
 
 

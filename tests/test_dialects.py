@@ -379,7 +379,7 @@ def crm_dialect() -> Iterator[None]:
     DIALECTS.unregister("crm")
 
 
-PSEUDONYMS = Pseudonymiser("test-key")
+PSEUDONYMS = Pseudonymiser("test-key-xxxxxxxxxxxxxxxxxxxxxxx")
 #: Who filed, was assigned, watched and reported the CRM's cases: none may be stored as it is.
 CRM_PEOPLE = ("cust-8841-q", "agent.smith.77", "watcher-zed-3", "reporter-jd-55", "cust-9912-q", "owner-kb-12")
 
@@ -392,7 +392,7 @@ def test_a_plugin_dialect_s_accounts_reach_no_table_and_no_byte_of_the_warehouse
          "subject": "Export stops at 10,000 rows", "metadata": {"reporter": "reporter-jd-55", "tier": "gold"}},
         {"case": 2, "who": {"customer_ref": "cust-9912-q"}, "subject": 3, "metadata": {"ownerId": "owner-kb-12"}},
     ])
-    config = Config(privacy=PrivacyConfig(hmac_key="test-key"), warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+    config = Config(privacy=PrivacyConfig(hmac_key="test-key-xxxxxxxxxxxxxxxxxxxxxxx"), warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
                     sources=[FileDropConfig(kind="files", name="crm", path=drop)])
     with Warehouse(config.warehouse.path) as wh:
         summary = ingest(config, wh)

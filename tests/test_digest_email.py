@@ -263,7 +263,7 @@ def test_an_unreachable_server_is_named(digest: Digest) -> None:
 def test_the_email_section_is_checked_when_loaded(tmp_path: Path) -> None:
     def loaded(email_section: str):
         path = tmp_path / "feedback-insights.toml"
-        path.write_text(f'[privacy]\nhmac_key = "k"\n[digest.email]\n{email_section}')
+        path.write_text(f'[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest.email]\n{email_section}')
         return load(path).digest.email
 
     settings = loaded('host = "smtp.example.com"\nfrom = "digest@example.com"\nto = ["pm@example.com"]\n'
@@ -286,7 +286,7 @@ def test_the_command_mails_the_digest_when_configured(
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
     (tmp_path / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\n'
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\nfolder = "out"\n'
         f'[digest.email]\nhost = "127.0.0.1"\nport = {port}\nstarttls = false\nfrom = "digest@example.com"\n'
         'to = ["pm@example.com"]\nusername = "digest"\npassword_env = "FI_SMTP_PASSWORD"\n')
     done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path, env={**os.environ, "FI_SMTP_PASSWORD": PASSWORD})
@@ -345,7 +345,7 @@ def _command_folder(warehouse: Warehouse, folder: Path, port: int, to: tuple[str
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, folder / "feedback.duckdb")
     (folder / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
         f'[digest.email]\nhost = "127.0.0.1"\nport = {port}\nstarttls = false\nfrom = "digest@example.com"\n'
         f'to = [{", ".join(f"{address!r}" for address in to)}]\n')
     return folder / "feedback-insights.toml"

@@ -146,9 +146,9 @@ def test_the_commands_forget_and_show_records(clustered_sample: Path, tmp_path: 
     done = run_cli("forget", "--record", record_id, "--reason", "test", "--by", "maria", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("forget: forgot 1 records"), done.stderr
     gone = run_cli("records", "show", record_id, cwd=tmp_path)
-    assert gone.returncode == 1 and gone.stderr.strip() == f"no such record: {record_id}"
+    assert gone.returncode == 1 and gone.stderr.strip() == f"error: no such record: {record_id}"
     again = run_cli("forget", "--record", record_id, "--reason", "test", cwd=tmp_path)
-    assert again.returncode == 2 and again.stderr.strip() == f"error: no such record: {record_id}"
+    assert again.returncode == 1 and again.stderr.strip() == f"error: no such record: {record_id}"
 
 
 def test_an_account_is_found_by_the_form_its_source_sends(clustered_sample: Path, tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from feedback_insights.warehouse import Warehouse
 from .conftest import write_jsonl
 from .test_dialects import RFC026, SESSION_ROW
 
-PRIVACY = PrivacyConfig(hmac_key="test-key")
+PRIVACY = PrivacyConfig(hmac_key="test-key-xxxxxxxxxxxxxxxxxxxxxxx")
 
 
 def submission(n: int, **extra: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ SAMPLE_DELIVERED_AT = datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)
 
 def _config(tmp_path: Path, drop: Path, **source: object) -> Config:
     return Config(
-        privacy=PrivacyConfig(hmac_key="k"),
+        privacy=PrivacyConfig(hmac_key="k" * 32),
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
         sources=[FileDropConfig(kind="files", name="drop", path=drop, **source)],  # type: ignore[arg-type]
     )
@@ -178,7 +178,7 @@ NOT_NAMES = [
     "-acme",
     "acme\u202egnp.exe",  # a right-to-left override
 ]
-PSEUDONYMS = Pseudonymiser("k")
+PSEUDONYMS = Pseudonymiser("k" * 32)
 
 
 def _sep(service: str) -> dict[str, object]:

@@ -266,7 +266,7 @@ def test_the_collector_embeds_what_the_pipeline_embeds(tmp_path: Path, embedder,
     report = {**_reworded(HIRING)[3]["feedback"], "expected": "One call", "suggestion": "Add a vacancy filter"}
     with running_collector(tmp_path) as server:
         _post(server, report, "p1")
-        config = Config(warehouse=WarehouseConfig(path=tmp_path / "feedback.duckdb"), privacy=PrivacyConfig(hmac_key="k"),
+        config = Config(warehouse=WarehouseConfig(path=tmp_path / "feedback.duckdb"), privacy=PrivacyConfig(hmac_key="k" * 32),
                         sources=[HttpCollectorConfig(kind="http", name="c", url=server.url, key_env="FI_MEANING_PIPELINE_KEY")])
         with Warehouse(config.warehouse.path) as wh:
             assert ingest(config, wh).errors == []

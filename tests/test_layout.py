@@ -86,7 +86,7 @@ def inline_source() -> Iterator[None]:
 def test_a_source_registered_in_code_is_configured_by_kind_and_ingested(tmp_path: Path, inline_source: None) -> None:
     config_file = tmp_path / "feedback-insights.toml"
     config_file.write_text(
-        '[privacy]\nhmac_key = "k"\n[warehouse]\npath = "w.duckdb"\n'
+        '[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[warehouse]\npath = "w.duckdb"\n'
         '[[sources]]\nkind = "inline"\nname = "notes"\nservice = "acme-api"\n'
         '[[sources.reports]]\ntype = "performance"\ngoal = "Export contacts"\nmessage = "The export endpoint times out after 30 s"\n'
         '[[sources.reports]]\ntype = "bug"\ngoal = "Search companies"\nmessage = "Search ignores the country filter"\n'

@@ -52,7 +52,7 @@ def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         github.add_repo("acme/companies-api")
         config = Config(
             warehouse=WarehouseConfig(path=tmp_path / "feedback.duckdb"),
-            privacy=PrivacyConfig(hmac_key="loop-test-key"),
+            privacy=PrivacyConfig(hmac_key="loop-test-key-xxxxxxxxxxxxxxxxxx"),
             github=GitHubConfig(base_url=github.url, token_env="FI_LOOP_GITHUB_TOKEN", default_repo="acme/companies-api",
                                 timeout=2, retries=2, backoff=0, seconds_between_writes=0),
             sources=[HttpCollectorConfig(kind="http", name="acme-collector", url=collector.url, key_env="FI_LOOP_PIPELINE_KEY")],

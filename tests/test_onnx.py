@@ -104,7 +104,7 @@ def test_a_warehouse_clustered_on_torch_keeps_its_clusters_on_onnx(tmp_path: Pat
     drop.mkdir()
     write_jsonl(drop / "one.jsonl", [_afp(f"g{i}", text, "search_files") for i, text in enumerate(GLOB)]
                 + [_afp(f"w{i}", text, "/webhooks") for i, text in enumerate(WEBHOOK)])
-    config = Config(warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k"),
+    config = Config(warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k" * 32),
                     sources=[FileDropConfig(kind="files", name="drop", path=drop)])
     with Warehouse(config.warehouse.path) as wh:
         ingest(config, wh)

@@ -23,7 +23,7 @@ def test_signals_are_computed_once_beside_the_provided_nlp_object(tmp_path: Path
     write_jsonl(drop / "a.jsonl", [failing, praise, RFC026])
     config = Config(
         warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
-        privacy=PrivacyConfig(hmac_key="k"),
+        privacy=PrivacyConfig(hmac_key="k" * 32),
         sources=[FileDropConfig(kind="files", name="drop", path=drop, service="acme-companies-api")],
     )
     with Warehouse(config.warehouse.path) as wh:

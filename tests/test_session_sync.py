@@ -35,7 +35,7 @@ def _change(path: Path, sql: str, *params: object) -> None:
 
 
 def _config(tmp_path: Path, db: Path, lookback: int = 600) -> Config:
-    return Config(privacy=PrivacyConfig(hmac_key="k"), warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
+    return Config(privacy=PrivacyConfig(hmac_key="k" * 32), warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"),
                   sources=[SqlTableConfig(kind="sql", name="console", path=db, service="pags", lookback_seconds=lookback)])
 
 

@@ -124,7 +124,7 @@ def _config(tmp_path: Path, objects: list[dict[str, Any]]) -> Config:
     drop = tmp_path / "drop"
     drop.mkdir()
     write_jsonl(drop / "a.jsonl", objects)
-    return Config(warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k"),
+    return Config(warehouse=WarehouseConfig(path=tmp_path / "wh.duckdb"), privacy=PrivacyConfig(hmac_key="k" * 32),
                   sources=[FileDropConfig(kind="files", name="drop", path=drop)])
 
 
