@@ -151,7 +151,7 @@ def test_fixed_issues_and_regressions_are_reported(own: Warehouse) -> None:
     assert digest.fixed_unlisted == []  # its card says it is fixed: not listed again
     markdown = render(digest, "md")
     assert markdown.index("## Came back after a fix") < markdown.index("## Top problems")
-    assert "[fixed (#&#8203;7)](https://github.example/acme/api/issues/7)" in markdown
+    assert "[fixed (#\u200b7)](https://github.example/acme/api/issues/7)" in markdown
 
 
 class _Tags(HTMLParser):
@@ -192,7 +192,7 @@ def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Wareh
     warehouse.checkpoint()  # the command opens its own copy: a DuckDB file has one writer
     shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
     (tmp_path / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
     )
     done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path, env={**os.environ, "FI_HOOK": url})
     assert done.returncode == 0, done.stderr
@@ -206,7 +206,7 @@ def test_the_command_writes_both_formats_and_posts_to_a_webhook(warehouse: Wareh
 def test_the_command_writes_a_digest_for_one_source_beside_the_whole_one(warehouse: Warehouse, tmp_path: Path) -> None:
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
-    (tmp_path / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n'
+    (tmp_path / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n'
                                                      '[digest]\nfolder = "out"\n')
     done = run_cli("digest", "--week", str(WEEK), "--format", "md", "--source", "agent", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -262,7 +262,7 @@ def test_a_failing_webhook_is_named_by_its_variable_never_by_its_url(warehouse: 
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, tmp_path / "feedback.duckdb")
     (tmp_path / "feedback-insights.toml").write_text(
-        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
+        '[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\nfolder = "out"\nwebhook_env = "FI_HOOK"\n'
     )
     try:
         done = run_cli("digest", "--week", str(WEEK), cwd=tmp_path,
@@ -279,7 +279,7 @@ def _copy(warehouse: Warehouse, folder: Path) -> Path:
     """A copy of the drafted sample with a configuration beside it, for the commands."""
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, folder / "feedback.duckdb")
-    (folder / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n')
+    (folder / "feedback-insights.toml").write_text('[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n')
     return folder / "feedback.duckdb"
 
 
@@ -523,7 +523,7 @@ def _config_beside(warehouse: Warehouse, folder: Path, digest: str = "") -> None
     warehouse.checkpoint()
     shutil.copyfile(warehouse.path, folder / "feedback.duckdb")
     (folder / "feedback-insights.toml").write_text(
-        f'[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "k"\n[digest]\nfolder = "out"\n{digest}')
+        f'[warehouse]\npath = "feedback.duckdb"\n[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\nfolder = "out"\n{digest}')
 
 
 def test_the_webhook_gets_markdown_when_configured(warehouse: Warehouse, tmp_path: Path) -> None:
@@ -591,9 +591,9 @@ def test_only_plain_issue_urls_are_linked_and_the_desk_url_is_checked(tmp_path: 
     for bad in ("https://github.com/a/b/issues/1\n", "javascript:alert(1)", "https://x.example/a|b>", "https://x.example/a)(b", None):
         assert safe_url(bad) is None
     path = tmp_path / "feedback-insights.toml"
-    path.write_text('[privacy]\nhmac_key = "k"\n[digest]\ndesk_url = "https://desk.example/"\nwebhook_format = "markdown"\n')
+    path.write_text('[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\ndesk_url = "https://desk.example/"\nwebhook_format = "markdown"\n')
     assert (load(path).digest.desk_url, load(path).digest.webhook_format) == ("https://desk.example", "markdown")
     for line, key in (('desk_url = "javascript:alert(1)"', "desk_url"), ('webhook_format = "teams"', "webhook_format")):
-        path.write_text(f'[privacy]\nhmac_key = "k"\n[digest]\n{line}\n')
+        path.write_text(f'[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[digest]\n{line}\n')
         with pytest.raises(ConfigError, match=f"digest.{key}"):
             load(path)

@@ -76,6 +76,9 @@ def _e(value: str) -> str:
 def sample(clustered_sample: Path, tmp_path_factory: pytest.TempPathFactory):
     path = sample_copy(clustered_sample, tmp_path_factory.mktemp("evidence"))
     with Warehouse(path) as wh:
+        # The sample's in-session source is owner-private, whose turns are never quoted: here it
+        # is read as a self-hoster's own table, declared not private, to show how turns render.
+        wh.con.execute("UPDATE source_cursors SET value = 'false' WHERE collector = 'sample-session' AND key = 'private'")
         config = embedded_default(path)  # the default drafts settings, as the pipeline runs
         draft_clusters(config, wh)
         yield wh
@@ -298,9 +301,9 @@ def test_the_digest_attributes_each_quote_by_its_source(week_digest) -> None:
     problem.update(quote="it said it filed the ticket", quote_source="human_authored", quote_dialect="session", quote_rating=1)
     praise.update(quote="exactly what I needed", quote_source="human_authored", quote_dialect="rfc026", quote_rating=5)
     html, markdown = render(digest, "html"), render(digest, "md")
-    assert "The owner rated it 👎 and wrote: “it said it filed the ticket”" in html
-    assert "A user rated it 👍 and wrote: “exactly what I needed”" in html
-    assert "a user rated it 👍 and wrote “exactly what I needed”" in markdown
+    assert "The owner rated it 👎 (thumbs down) and wrote: “it said it filed the ticket”" in html
+    assert "A user rated it 👍 (thumbs up) and wrote: “exactly what I needed”" in html
+    assert "a user rated it 👍 (thumbs up) and wrote “exactly what I needed”" in markdown
     problem.update(quote_source="runtime_observed", quote_dialect="sep2369", quote_rating=None)
     praise.update(quote_source="agent_authored", quote_dialect="afp", quote_rating=None)
     html, markdown = render(digest, "html"), render(digest, "md")

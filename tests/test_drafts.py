@@ -145,7 +145,7 @@ def test_a_body_carries_demand_attribution_quotes_and_evidence_links(warehouse: 
         assert len(quoted) == min(distinct, config.drafts.quoted_reports)
         for report in quoted:  # each attributed by its source (an agent or a person asked for a request)
             who = (f"{neutralise.reporter(report)} asked" if request and report["source"] not in OBSERVED
-                   else neutralise.attribution(report))
+                   else neutralise.attribution(report, wrote=not report["private"]))
             assert f"\n{who} ({neutralise.inline(report['id'])}, " in body
         # Every link in the body is one of ours, built from the URL templates.
         assert active_elements(body, allowed_link=lambda href: href.startswith("https://console.example/"), **TEMPLATE) == []
@@ -357,9 +357,17 @@ def test_titles_are_the_clusters_name_tool_or_endpoint_then_symptom(warehouse: W
                FROM cluster_members m JOIN records r USING (collector, id) WHERE m.view = 'reports'
                GROUP BY m.cluster_id, r.tool)
            WHERE tool IS NOT NULL AND 2 * n >= members GROUP BY cluster_id""").fetchall())
+    # An owner-private report's words name nothing that leaves the warehouse: its cluster is
+    # titled by a neutral name (its service, the category in words, shared terms).
+    private = {cluster_id: summaries for cluster_id, summaries in warehouse.con.execute(
+        """SELECT m.cluster_id, list(r.summary) FROM cluster_members m JOIN records r USING (collector, id)
+           WHERE m.view = 'reports' AND r.collector = 'sample-session' GROUP BY 1""").fetchall()}
     for d in drafts:
         title = d["title"]
         assert len(title) <= TITLE_CHARS and not title.endswith(".") and "\n" not in title
+        if d["cluster_id"] in private:
+            assert title.startswith("pags-console: ") and not any(s and s in title for s in private[d["cluster_id"]])
+            continue
         assert title == normalise_title(named[d["cluster_id"]])  # the cluster's name is the title
         if tool := tools.get(d["cluster_id"]):  # which names the tool most of its reports name
             assert tool in title.replace("`", "")

@@ -40,7 +40,8 @@ def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
     """The sample data shipped with the project, into a local DuckDB file.
 
     Its bare AFP submissions name neither service nor time, so they are a source of their own
-    that says both: the HTTP API's endpoints are paths, the MCP server's tools are names.
+    that says both: the HTTP API's endpoints are paths, the MCP server's tools are names. Its
+    in-session rows are owner-private, as the platform's are, so the default run shows the policy.
     """
     sample = sample_dir()
     return Config(
@@ -62,7 +63,8 @@ def embedded_default(warehouse: Path = Path("feedback.duckdb")) -> Config:
                 service_by_tool={"/*": "acme-companies-api"},
                 received_at=SAMPLE_DELIVERED_AT,
             ),
-            SqlTableConfig(kind="sql", name="sample-session", path=sample / "session.sqlite", service="pags-console"),
+            SqlTableConfig(kind="sql", name="sample-session", path=sample / "session.sqlite", service="pags-console",
+                           private=True),
         ],
     )
 
