@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from feedback_insights.clusters import CorrectionError, cluster_new_records, merge, move, set_ignored, split
+from feedback_insights.clusters import CorrectionError, cluster_new_records, merge, move, rename, set_ignored, split
 from feedback_insights.config import Config, FileDropConfig, PrivacyConfig, WarehouseConfig
 from feedback_insights.ingest import ingest
 from feedback_insights.warehouse import Warehouse
@@ -161,3 +161,20 @@ def test_move_takes_reports_from_any_cluster_and_a_cluster_it_empties_points_at_
         with pytest.raises(CorrectionError, match="name at least one record"):
             move(wh, [], glob, actor="dana")
         assert _clusters(wh) == before
+
+
+def test_a_maintainer_s_name_survives_a_clustering_run(setup, embedder) -> None:
+    """A run that grows a cluster re-describes it (key terms, medoid), but the name a maintainer
+    gave it stays: describe, the LLM's naming and a rebuild all leave ``given_name`` alone."""
+    config, drop = setup
+    with Warehouse(config.warehouse.path) as wh:
+        ingest(config, wh)
+        cluster_new_records(wh, embedder)
+        glob = _clusters(wh)["g0"]
+        rename(wh, glob, "search_files: the glob is ignored", "dana")
+        write_jsonl(drop / "more.jsonl", [_afp("g9", "search_files returns every file whatever the glob", "search_files")])
+        ingest(config, wh)
+        cluster_new_records(wh, embedder)
+        assert _clusters(wh)["g9"] == glob
+        assert wh.con.execute("SELECT label FROM clusters WHERE id = ?", [glob]).fetchall() == [
+            ("search_files: the glob is ignored",)]

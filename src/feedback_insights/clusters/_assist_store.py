@@ -56,7 +56,7 @@ Merge = Callable[[Warehouse, int, int, str, str], object]
 _MEMBERS = """
 SELECT m.cluster_id, c.service, c.polarity, c.status, m.collector, m.id, e.vector, {text} AS text,
        EXISTS (SELECT 1 FROM cluster_actions a
-               WHERE a.action IN ('merge', 'split', 'move') AND c.id IN (a.cluster_id, a.other_id)
+               WHERE a.action IN ('merge', 'split', 'move', 'undo') AND c.id IN (a.cluster_id, a.other_id)
                  AND a.actor NOT LIKE 'llm:%') AS curated
 FROM cluster_members m
 JOIN clusters c ON c.id = m.cluster_id
@@ -228,7 +228,7 @@ class ClusterAssist:
         con = warehouse.con
         unnamed = {row[0] for row in con.execute(
             """SELECT c.id FROM clusters c LEFT JOIN cluster_names n ON n.cluster_id = c.id
-               WHERE c.view = ? AND c.status <> 'merged' AND c.label IS DISTINCT FROM n.name""", [view]
+               WHERE c.view = ? AND c.status <> 'merged' AND c.given_name IS NULL AND c.label IS DISTINCT FROM n.name""", [view]
         ).fetchall()}
         wanted = touched | unnamed
         if not wanted:
@@ -265,7 +265,7 @@ class ClusterAssist:
                 self.assistant.note("names that failed our checks")
         if names:
             with transaction(con), registered(con, "llm_names", pa.table({"id": list(names), "name": list(names.values())})):
-                con.execute("UPDATE clusters c SET label = n.name FROM llm_names n WHERE c.id = n.id")
+                con.execute("UPDATE clusters c SET label = n.name FROM llm_names n WHERE c.id = n.id AND c.given_name IS NULL")
         self.assistant.note("clusters named", len(names))
 
     def _flush(self, con: DuckDBPyConnection) -> None:

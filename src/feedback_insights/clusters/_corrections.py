@@ -336,7 +336,7 @@ def _who(actor: str) -> str:
 
 def history(warehouse: Warehouse, cluster_id: int | None = None) -> list[ClusterAction]:
     """Every correction (of ``cluster_id``, either side, when given), oldest first."""
-    rows = warehouse.con.sql(_HISTORY, params={"cluster": cluster_id}).fetchall()
+    rows = warehouse.con.execute(_HISTORY, {"cluster": cluster_id}).fetchall()
     return [ClusterAction(row[0], row[1], row[2], row[3], orjson.loads(row[4]) if row[4] else [], row[5], row[6],
                           row[7], orjson.loads(row[8]) if row[8] else {}, row[9], row[10]) for row in rows]
 

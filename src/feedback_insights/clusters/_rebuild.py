@@ -58,7 +58,7 @@ FROM (
            {text} AS text, m.cluster_id AS old, r.received_at,
            m.cluster_id IS NOT NULL AND (m.assigned_by = 'maintainer' OR m.cluster_id IN (
                SELECT unnest([a.cluster_id, a.other_id]) FROM cluster_actions a
-               WHERE a.action IN ('merge', 'split', 'move') AND a.actor NOT LIKE 'llm:%')) AS kept
+               WHERE a.action IN ('merge', 'split', 'move', 'undo') AND a.actor NOT LIKE 'llm:%')) AS kept
     FROM cluster_members m JOIN records r USING (collector, id) LEFT JOIN clusters c ON c.id = m.cluster_id
     WHERE m.view = $view
 )
@@ -291,6 +291,12 @@ def _apply(warehouse: Warehouse, plan: _Plan, view: str, target: ClusteringVersi
         con.execute(
             """UPDATE clusters c SET merged_into = f.other_id FROM fates f
                WHERE c.merged_into = f.cluster_id AND f.other_id IS NOT NULL"""
+        )
+        # A name a maintainer gave goes with the reports to their successor, unless it has one.
+        con.execute(
+            """UPDATE clusters s SET given_name = x.given_name, label = x.given_name
+               FROM clusters x JOIN fates f ON f.cluster_id = x.id
+               WHERE f.other_id = s.id AND x.given_name IS NOT NULL AND s.given_name IS NULL"""
         )
         con.execute(
             """INSERT INTO cluster_actions (action, cluster_id, other_id, reason, actor, acted_at)

@@ -79,7 +79,7 @@ ORDER BY r.received_at, r.collector, r.id
 _MEMBERS = """
 SELECT m.cluster_id, c.service, c.polarity, e.vector, m.text_sha256,
        EXISTS (SELECT 1 FROM cluster_actions a
-               WHERE a.action IN ('merge', 'split', 'move') AND c.id IN (a.cluster_id, a.other_id)) AS curated
+               WHERE a.action IN ('merge', 'split', 'move', 'undo') AND c.id IN (a.cluster_id, a.other_id)) AS curated
 FROM cluster_members m
 JOIN clusters c ON c.id = m.cluster_id
 JOIN embeddings e ON e.model = $model AND e.text_sha256 = m.text_sha256
@@ -406,7 +406,7 @@ def describe(warehouse: Warehouse, model: str, view: str, cluster_ids: set[int],
     )
     with registered(con, "described", rows), registered(con, "confident", confidences.to_arrow()):
         con.execute(
-            """UPDATE clusters c SET key_terms = d.key_terms, top_tools = d.top_tools, label = d.label,
+            """UPDATE clusters c SET key_terms = d.key_terms, top_tools = d.top_tools, label = coalesce(c.given_name, d.label),
                    medoid_collector = d.medoid_collector, medoid_id = d.medoid_id, updated_at = ?,
                    confidence = f.confidence, needs_review = coalesce(f.needs_review, false),
                    config_version = coalesce(c.config_version, ?)
