@@ -330,8 +330,9 @@ def test_a_borderline_pair_is_judged_merged_with_its_reason_and_undone(setup, em
         assert wh.con.execute("SELECT status FROM drafts WHERE id = ?", [drafted[into]]).fetchone() == ("pending",)
 
         undone = unmerge_cluster(config, wh, other, actor="maintainer")  # `clusters unmerge`
-        moved = undone.new_cluster
-        assert moved is not None and undone.rerendered == [drafted[into]]  # the survivor's draft follows
+        moved = other  # the absorbed cluster is back, with its id
+        assert undone.restored == [other] and drafted[into] in undone.rerendered  # the survivor's draft follows
+        assert wh.con.execute("SELECT status FROM drafts WHERE id = ?", [drafted[other]]).fetchone() == ("pending",)
         final = _members(wh)
         absorbed = {k for k, v in clusters.items() if v == other}
         assert {final[k] for k in absorbed} == {moved} and {final[k] for k in clusters if clusters[k] == into} == {into}

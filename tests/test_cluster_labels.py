@@ -128,5 +128,8 @@ def test_names_and_key_terms_say_what_the_reports_say_not_the_reply(clustered_sa
     assert sum(replies for *_, replies in rows) >= 10  # the clusters do hold rated replies
     for cluster_id, label, terms, own, _ in rows:
         phrase = label.split(": ", 1)[-1]
-        assert all(word in own for word in phrase.lower().split(" ")), (cluster_id, label)
+        words = phrase.lower().split(" ")
+        if phrase.endswith("…"):  # a name cut at its length: the last word may be cut too
+            words = words[:-1]
+        assert all(word in own for word in words), (cluster_id, label)
         assert all(term in own for term in terms), (cluster_id, terms)

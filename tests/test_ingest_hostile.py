@@ -259,7 +259,7 @@ def test_a_killed_ingest_leaves_no_process_behind_and_the_next_run_marks_it_abor
     write_jsonl(drop / "big.jsonl", [record(i, second=i % 60) for i in range(60_000)])
     config_file = tmp_path / "feedback-insights.toml"
     config_file.write_text(
-        f'[privacy]\nhmac_key = "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"\n[warehouse]\npath = "wh.duckdb"\n[ingest]\nworkers = 2\nbatch_size = 2000\n'
+        f'[privacy]\nhmac_key = "{PRIVACY.key()}"\n[warehouse]\npath = "wh.duckdb"\n[ingest]\nworkers = 2\nbatch_size = 2000\n'
         f'[[sources]]\nkind = "files"\nname = "drop"\npath = "{drop}"\n'
     )
     child = subprocess.Popen([sys.executable, "-m", "feedback_insights", "ingest", "--config", str(config_file)],

@@ -39,7 +39,7 @@ def test_importing_the_package_loads_no_stage_until_one_is_used() -> None:
 @pytest.mark.parametrize(
     ("group", "names"),
     [
-        ("feedback_insights.sources", {"files", "sql", "http"}),
+        ("feedback_insights.sources", {"files", "sql", "http", "platform"}),
         ("feedback_insights.dialects", {"afp", "afs", "sep2369", "session", "rfc026"}),
         ("feedback_insights.sinks", {"known_issues", "write_back"}),
     ],
@@ -111,7 +111,7 @@ def test_a_wrong_key_in_a_plugin_source_names_itself_and_unknown_kinds_list_the_
     with pytest.raises(ConfigError, match=r"sources\.0\.reports: field required"):
         load(config_file)
     config_file.write_text('[[sources]]\nkind = "ftp"\nname = "notes"\n')
-    with pytest.raises(ConfigError, match="'files', 'sql', 'http', 'inline'|'files', 'http', 'sql', 'inline'"):
+    with pytest.raises(ConfigError, match="'files', 'http', 'platform', 'sql', 'inline'"):
         load(config_file)
 
 

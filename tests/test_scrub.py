@@ -582,17 +582,19 @@ def test_the_scrub_command_keeps_ids_and_hashes_those_carrying_personal_data_as_
     source = write_jsonl(tmp_path / "in.jsonl", lines)
     env = {k: v for k, v in os.environ.items() if k != "FEEDBACK_INSIGHTS_CONFIG"}
 
+    KEY_ONE, KEY_TWO = "key-one-" + "1" * 24, "key-two-" + "2" * 24  # 32 characters, as a key must be
+
     def scrubbed(key: str) -> list[dict[str, Any]]:
         done = run_cli("scrub", "-i", str(source), "-o", "-", cwd=tmp_path, env={**env, "FEEDBACK_INSIGHTS_HMAC_KEY": key})
         assert done.returncode == 0, done.stderr
         return [json.loads(line) for line in done.stdout.splitlines()]
 
-    first, again, other = scrubbed("key-one"), scrubbed("key-one"), scrubbed("key-two")
+    first, again, other = scrubbed(KEY_ONE), scrubbed(KEY_ONE), scrubbed(KEY_TWO)
     assert first[0] == {**lines[0], "_redactions": {}}
-    hashed = Pseudonymiser("key-one").identifier(email)
+    hashed = Pseudonymiser(KEY_ONE).identifier(email)
     assert first[1]["id"] == first[1]["feedback"]["session_id"] == first[2]["id"] == hashed  # within a run
     assert first[1]["message"] == "mail [REDACTED:email:1]" and first[1]["_redactions"] == {"email": 1, "identifier": 1}
-    assert again == first and other[1]["id"] == Pseudonymiser("key-two").identifier(email) != hashed  # across runs
+    assert again == first and other[1]["id"] == Pseudonymiser(KEY_TWO).identifier(email) != hashed  # across runs
     assert "[REDACTED:identifier" not in json.dumps(first) and email not in json.dumps(first)
 
 

@@ -161,7 +161,8 @@ class DraftInput:
     @property
     def neutral_name(self) -> str:
         """A name that quotes no one: the tool or endpoint most reports name (else the
-        service), the category most of them have, in words, and the terms many use."""
+        service), the category most of them have, in words, and the terms many use — or, when
+        no term is shared, the cluster's number, so that two such clusters never read alike."""
         tools = [r["tool"] for r in self.reports if r.get("tool")]
         common = max(sorted(set(tools)), key=tools.count) if tools else None
         thing = common if common and tools.count(common) * 2 >= len(self.reports) else self.service
@@ -170,7 +171,7 @@ class DraftInput:
                  for r in self.reports]
         what = max(sorted(set(kinds)), key=kinds.count).replace("_", " ") if kinds else "reports"
         terms = self.shown_terms()[:3]
-        return f"{thing}: {what}" + (f" ({', '.join(terms)})" if terms else "")
+        return f"{thing}: {what} ({', '.join(terms) if terms else f'cluster {self.cluster_id}'})"
 
     @property
     def headline(self) -> str:
