@@ -58,18 +58,14 @@ def collector_serve(
 def _listen(host: str, port: int) -> socket.socket:
     """The collector's socket, bound before the address is announced: a port in use is one
     line (exit 2), not the success line followed by uvicorn's error."""
-    address = host.strip("[]")
-    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
+    from ..core.serving import listen
+
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
-        sock.bind((address, port))
-        sock.listen()
+        return listen(host, port)
     except OSError as exc:  # a port in use, an address not this machine's, a name that does not resolve
-        sock.close()
         hint = {errno.EADDRINUSE: " (is another collector running? choose another --port)",
                 errno.EADDRNOTAVAIL: " (--host must be an address of this machine)"}.get(exc.errno or 0, "")
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
-    return sock
 
 
 @collector_app.command("hash-key")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import socket
 import time
 from typing import Any, ClassVar, Literal
 
@@ -216,3 +217,19 @@ def fit_connections(wanted: int) -> int:
     if soft == resource.RLIM_INFINITY:
         return wanted
     return max(1, min(wanted, soft - RESERVED_DESCRIPTORS))
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (``[::1]`` too), bound before a server announces its
+    address, so that a port in use is its caller's one line, not uvicorn's error after the
+    success line. Raises :class:`OSError` as ``bind`` does."""
+    address = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
+        sock.bind((address, port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -15,7 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ..config import Config, DeskConfig
-from ..core.serving import BoundedProtocol, bounded, fit_connections
+from ..core.serving import BoundedProtocol, bounded, fit_connections, listen
 from ._app import create_app
 from ._security import DeskRefused, is_loopback
 
@@ -65,13 +65,7 @@ def bounded_protocol(settings: DeskConfig) -> type[BoundedProtocol]:
 def _listen(host: str, port: int) -> socket.socket:
     """The desk's socket, bound now so that a port in use is one clear line, not uvicorn's
     error after the address was announced."""
-    address = host.strip("[]")
-    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
-        sock.bind((address, port))
-        sock.listen()
+        return listen(host, port)
     except OSError as exc:  # a port in use, an address not this machine's, a name that does not resolve
-        sock.close()
         raise DeskRefused(f"cannot listen on {host}:{port}: {exc.strerror or exc}{_HINTS.get(exc.errno or 0, '')}") from None
-    return sock
