@@ -1,10 +1,12 @@
 """Erasing records from every table that holds them, in one transaction, with an audit entry.
 
-What is erased: the records, their signals, status history, write-backs and cluster
-memberships, the embeddings of their texts (unless another record shares the text), and the
-quarantine entries that became them or stand for them; a cluster's medoid that was one of them. What is marked for the stages to finish: the clusters they
-were in (``stale``: re-described by the next clustering run, so no label keeps a word of theirs)
-and the drafts that cite them (``stale``: redrafted, or their filed issue's body replaced).
+What is erased: the records, their signals, status history, write-backs, maintainers' quotes
+and cluster memberships, the embeddings of their texts (unless another record shares the text),
+the quarantine entries that became them or stand for them, a cluster's medoid that was one of
+them, and their ids and the names saved in corrections. What is marked for the stages to
+finish: the clusters they were in (``stale``: re-described by the next clustering run, so no
+label keeps a word of theirs) and the drafts that cite them (``stale``: redrafted, or their
+filed issue's body replaced).
 A record's retries (``duplicate_of`` it: the same report sent again) go with it. The audit
 entry (``erasures``) holds who, when, why and how many, never an id or the content; the erasure
 ledger (:mod:`._ledger`) keeps keyed marks of what went, so that no source stores it again.
