@@ -29,3 +29,9 @@ class FeedbackApi(Protocol):
     def resolve(self, feedback_id: str, status: str, issue_url: str | None) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+def listing(status: str | None, instance_id: str | None, limit: int) -> dict[str, Any]:
+    """The arguments of one listing, as ``GET /v1/feedback`` and ``list_feedback`` both take
+    them: ``limit`` always, ``status`` and ``instance_id`` only when narrowed to one."""
+    return {"limit": limit, **({"status": status} if status else {}), **({"instance_id": instance_id} if instance_id else {})}

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from ...core import GaveUp, with_retries
-from ._platform_api import NotFound, PlatformError, Refused
+from ._platform_api import NotFound, PlatformError, Refused, listing
 
 
 @cache
@@ -38,11 +38,7 @@ class HttpFeedbackApi:
         self._http.close()
 
     def list(self, status: str | None, instance_id: str | None, limit: int) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"limit": limit}
-        if status:
-            params["status"] = status
-        if instance_id:
-            params["instance_id"] = instance_id
+        params = listing(status, instance_id, limit)
         body = self._request("GET", "/v1/feedback", params=params).json()
         rows = body.get("feedback") if isinstance(body, dict) else None
         if not isinstance(rows, list):

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ...core import retry_after
-from ._platform_api import NotFound, PlatformError, Refused
+from ._platform_api import NotFound, PlatformError, Refused, listing
 
 #: Seconds a tool's ``retry_after`` is honoured up to, as the HTTP client caps Retry-After.
 CAP = 60.0
@@ -33,11 +33,7 @@ class McpFeedbackApi:
         """Nothing is held open between calls."""
 
     def list(self, status: str | None, instance_id: str | None, limit: int) -> list[dict[str, Any]]:
-        arguments: dict[str, Any] = {"limit": limit}
-        if status:
-            arguments["status"] = status
-        if instance_id:
-            arguments["instance_id"] = instance_id
+        arguments = listing(status, instance_id, limit)
         answer = self._call("list_feedback", arguments)
         rows = answer.get("feedback")
         if not isinstance(rows, list):
